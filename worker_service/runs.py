@@ -1,0 +1,304 @@
+"""One run, start to finish: claim (fenced), ingest, ask the model, score, write everything in one transaction.
+
+The fence: a claim stamps the run with this delivery's number; every later write requires that number and
+status `running`. A zombie (a worker whose message was redelivered to another) therefore cannot write,
+and `evaluation_results.test_run_id` is UNIQUE besides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx2
+import msgspec
+from nats.aio.client import Client as NatsClient
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from shared.crypto import EnvelopeError, open_sealed
+from shared.db.tables import EvaluationResult, McpServer, ModelSettings, TestCase, TestRun, ToolDefinition
+from shared.messages import RunFinished, RunRequest
+from shared.messaging import run_finished_subject
+from shared.providers import BASELINE
+from shared.settings import Settings
+from worker_service.ingest import IngestedTool, IngestError, list_tools
+from worker_service.llm import LlmError, ModelAnswer, ask_baseline, ask_openai_compatible, make_offer
+from worker_service.scoring import Expected, Score, ToolSpec, score
+
+log = logging.getLogger("mcpeval.worker")
+
+
+@dataclass
+class WorkerContext:
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    nats: NatsClient
+    service_key: bytes
+    http: httpx2.AsyncClient
+    worker_id: str
+
+
+class Outcome(msgspec.Struct):
+    """What to tell JetStream: ack (done, or nothing to do), nak after a delay (retry), or term."""
+
+    action: str  # "ack" | "nak" | "term" | "drop"
+    delay: float = 0.0
+
+
+ACK = Outcome("ack")
+DROP = Outcome("drop")  # a zombie's message: another delivery owns the run now
+
+
+class RunFailedError(Exception):
+    def __init__(self, message: str, transient: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Loaded:
+    run: TestRun
+    case: TestCase
+    settings: ModelSettings
+    servers: list[McpServer]
+
+
+async def _claim(ctx: WorkerContext, run_id: uuid.UUID, delivery: int) -> _Loaded | Outcome:
+    async with ctx.sessionmaker() as session:
+        claimed = await session.execute(
+            update(TestRun)
+            .where(
+                TestRun.id == run_id, TestRun.status.in_(("pending", "running")), TestRun.attempt < delivery
+            )
+            .values(status="running", attempt=delivery, started_at=func.now(), worker_id=ctx.worker_id)
+            .returning(TestRun.id)
+        )
+        if claimed.first() is None:
+            await session.rollback()
+            run = await session.get(TestRun, run_id)
+            if run is None or run.status in ("completed", "failed"):
+                return ACK  # deleted, or a duplicate delivery of finished work
+            return DROP
+        await session.commit()
+        run = await session.get(TestRun, run_id)
+        assert run is not None
+        case = await session.get(TestCase, run.test_case_id)
+        settings = await session.get(ModelSettings, run.model_settings_id) if run.model_settings_id else None
+        if case is None or settings is None:
+            return ACK
+        return _Loaded(run=run, case=case, settings=settings, servers=list(case.servers))
+
+
+async def _finish_failed(
+    ctx: WorkerContext, run_id: uuid.UUID, delivery: int, message: str, status: str = "failed"
+) -> bool:
+    """Record a failure (or, with status pending, a failed attempt that will be retried); fenced."""
+    async with ctx.sessionmaker() as session:
+        values: dict[str, Any] = {"status": status, "error_message": message[:2000]}
+        if status == "failed":
+            values["completed_at"] = func.now()
+        result = await session.execute(
+            update(TestRun)
+            .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
+            .values(**values)
+            .returning(TestRun.id)
+        )
+        written = result.first() is not None
+        await session.commit()
+    if written and status == "failed":
+        await _announce(ctx, run_id, "failed")
+    return written
+
+
+async def _announce(ctx: WorkerContext, run_id: uuid.UUID, status: str) -> None:
+    try:
+        await ctx.nats.publish(
+            run_finished_subject(str(run_id)),
+            msgspec.json.encode(RunFinished(run_id=str(run_id), status=status)),
+        )
+    except Exception:  # the event only shortens ?wait; the state is in Postgres
+        log.warning("could not publish completion of run %s", run_id)
+
+
+async def _ingest(ctx: WorkerContext, servers: list[McpServer]) -> list[tuple[McpServer, IngestedTool]]:
+    timeout = ctx.settings.mcp_timeout_seconds
+
+    async def one(server: McpServer) -> list[tuple[McpServer, IngestedTool]]:
+        try:
+            tools = await list_tools(server.url, server.transport, timeout)
+        except IngestError as exc:
+            raise RunFailedError(f"MCP server {server.name!r} ({server.url}): {exc}", exc.transient) from None
+        return [(server, t) for t in tools]
+
+    results = await asyncio.gather(*(one(s) for s in servers), return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        first = failures[0]
+        if isinstance(first, RunFailedError):
+            raise RunFailedError(
+                "; ".join(str(f) for f in failures),
+                transient=all(getattr(f, "transient", False) for f in failures),
+            )
+        raise first
+    return [pair for r in results if not isinstance(r, BaseException) for pair in r]
+
+
+async def _ask(
+    ctx: WorkerContext, loaded: _Loaded, specs: list[ToolSpec], api_key: str | None
+) -> ModelAnswer:
+    offer = make_offer(specs)
+    settings = loaded.settings
+    if settings.provider == BASELINE:
+        return ask_baseline(loaded.case.query, offer)
+    try:
+        return await ask_openai_compatible(
+            ctx.http,
+            provider=settings.provider,
+            model=settings.model,
+            base_url=settings.base_url,
+            api_key=api_key,
+            timeout=float(settings.timeout),
+            temperature=settings.temperature,
+            max_retries=settings.max_retries,
+            system_prompt=settings.system_prompt,
+            query=loaded.case.query,
+            offer=offer,
+            samples=settings.samples,
+        )
+    except LlmError as exc:
+        raise RunFailedError(str(exc), exc.transient, exc.retry_after) from None
+
+
+async def _write_result(
+    ctx: WorkerContext,
+    loaded: _Loaded,
+    delivery: int,
+    ingested: list[tuple[McpServer, IngestedTool]],
+    answer: ModelAnswer,
+    result: Score,
+    elapsed_ms: int,
+) -> bool:
+    """Snapshot + result + final status in ONE transaction; False when the fence says we lost the run."""
+    run_id = loaded.run.id
+    async with ctx.sessionmaker() as session, session.begin():
+        fenced = await session.execute(
+            select(TestRun.id)
+            .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
+            .with_for_update()
+        )
+        if fenced.first() is None:
+            return False
+        snapshot: dict[tuple[str, str], uuid.UUID] = {}
+        for server, tool in ingested:
+            row = ToolDefinition(
+                id=uuid.uuid4(),
+                name=tool.name,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
+                mcp_server_id=server.id,
+                test_run_id=run_id,
+            )
+            session.add(row)
+            snapshot.setdefault((server.name, tool.name), row.id)
+        await session.flush()
+        selected = result.selected
+        selected_id = (
+            snapshot.get((selected.server, selected.tool))
+            if selected is not None and selected.server is not None and selected.tool is not None
+            else None
+        )
+        raw = dict(answer.raw)
+        raw["sample_choices"] = result.sample_choices
+        await session.execute(
+            update(TestRun)
+            .where(TestRun.id == run_id)
+            .values(
+                status="completed",
+                llm_response_raw=raw,
+                selected_tool_id=selected_id,
+                extracted_parameters=selected.arguments if selected is not None else None,
+                confidence_score=result.confidence_score,
+                classification=result.classification,
+                execution_time_ms=max(1, elapsed_ms),
+                error_message=None,
+                completed_at=datetime.now(UTC),
+            )
+        )
+        session.add(
+            EvaluationResult(
+                test_run_id=run_id,
+                classification=result.classification,
+                tool_selection_correct=result.tool_selection_correct,
+                parameter_completeness=result.parameter_completeness,
+                parameter_correctness=result.parameter_correctness,
+                parameter_type_conformance=result.parameter_type_conformance,
+                hallucinated_parameters=result.hallucinated_parameters,
+                confidence_category=result.confidence_category,
+                reasoning=result.reasoning,
+                recommendations=result.recommendations,
+            )
+        )
+    return True
+
+
+def retry_delay(settings: Settings, delivery: int, retry_after: float | None) -> float:
+    """Exponential backoff from the base delay, at least the server's Retry-After, capped at 5 minutes."""
+    backoff = settings.retry_base_delay_seconds * (2 ** max(0, delivery - 1))
+    return float(min(300.0, max(backoff, retry_after or 0.0)))
+
+
+async def execute_run(ctx: WorkerContext, request: RunRequest, delivery: int) -> Outcome:
+    """Run one delivery of a run message and say what to do with the message."""
+    try:
+        run_id = uuid.UUID(request.run_id)
+    except ValueError:
+        log.error("run message with an invalid id dropped")
+        return Outcome("term")
+    claimed = await _claim(ctx, run_id, delivery)
+    if isinstance(claimed, Outcome):
+        return claimed
+    started = time.perf_counter()
+    try:
+        api_key = None
+        if request.sealed_api_key:
+            try:
+                api_key = open_sealed(ctx.service_key, request.run_id, request.sealed_api_key)
+            except EnvelopeError as exc:
+                raise RunFailedError(f"the API key could not be used: {exc}", transient=False) from None
+        ingested = await _ingest(ctx, claimed.servers)
+        if not ingested:
+            raise RunFailedError("the available MCP servers list no tools", transient=False)
+        specs = [
+            ToolSpec(server=s.name, name=t.name, description=t.description, input_schema=t.input_schema)
+            for s, t in ingested
+        ]
+        answer = await _ask(ctx, claimed, specs, api_key)
+        expected = Expected(
+            server=claimed.case.expected_mcp_server_name,
+            tool=claimed.case.expected_tool_name,
+            parameters=claimed.case.expected_parameters,
+        )
+        result = score(expected, specs, answer.samples)
+        elapsed_ms = round((time.perf_counter() - started) * 1000)
+        if not await _write_result(ctx, claimed, delivery, ingested, answer, result, elapsed_ms):
+            return DROP
+        await _announce(ctx, run_id, "completed")
+        return ACK
+    except RunFailedError as failure:
+        last = delivery >= ctx.settings.max_deliver
+        if failure.transient and not last:
+            delay = retry_delay(ctx.settings, delivery, failure.retry_after)
+            note = f"attempt {delivery} failed, retrying in {delay:.0f}s: {failure}"
+            if await _finish_failed(ctx, run_id, delivery, note, status="pending"):
+                return Outcome("nak", delay)
+            return DROP
+        message = str(failure) if not failure.transient else f"gave up after {delivery} attempts: {failure}"
+        return Outcome("term") if await _finish_failed(ctx, run_id, delivery, message) else DROP
