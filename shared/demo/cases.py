@@ -7,7 +7,7 @@ Each `DemoCase` maps one-to-one onto the REST body of `POST /test-cases` (`DemoC
 - `{"$optional": v}`: the key may be missing; when present its value must match `v`;
 - `{"$any": true}`: the key must be present, any value;
 - `{"$absent": true}`: the key must NOT be present (e.g. no filter on "show all my todos");
-- `{"$regex": "..."}`: a string the pattern finds a match in (`re.search`);
+- `{"$regex": "..."}`: a string the whole of which the pattern matches (`re.fullmatch`);
 - `{"$approx": x, "$tol": t}`: a number within `t` of `x`;
 - `{"$unordered": [...]}`: a list with these elements in any order;
 - `{"$exact": "..."}`: a string compared verbatim (no case/space/Unicode normalisation).
@@ -88,14 +88,14 @@ DEMO_CASES: list[DemoCase] = [
         "Using basic vector similarity search, what are the common symptoms of type 2 diabetes?",
         "rag",
         "rag_basic",
-        {"query": {"$regex": "(?i)symptoms.*diabetes"}, "top_k": {"$optional": 5}},
+        {"query": {"$regex": "(?is).*symptoms.*diabetes.*"}, "top_k": {"$optional": 5}},
     ),
     _case(
         "rag: reranked passages with sources",
         "Retrieve the top 10 passages about insulin resistance, reranked for precision, and include sources.",
         "rag",
         "rag_basic_rerank",
-        {"query": {"$regex": "(?i)insulin resistance"}, "top_k": 10, "include_sources": True},
+        {"query": {"$regex": "(?is).*insulin resistance.*"}, "top_k": 10, "include_sources": True},
         tags=("params",),
     ),
     _case(
@@ -105,7 +105,7 @@ DEMO_CASES: list[DemoCase] = [
         "rag",
         "rag_crag",
         {
-            "query": {"$regex": "(?i)hba1c"},
+            "query": {"$regex": "(?is).*hba1c.*"},
             "confidence_threshold": {"$approx": 0.9, "$tol": 0.001},
             "correction_strategy": "rewrite",
         },
@@ -126,7 +126,7 @@ DEMO_CASES: list[DemoCase] = [
         "rag",
         "rag_pylate_colbert",
         {
-            "query": {"$regex": "(?i)glomerular filtration rate"},
+            "query": {"$regex": "(?is).*glomerular filtration rate.*"},
             "interaction_threshold": {"$approx": 0.7, "$tol": 0.01},
         },
         tags=("params",),
@@ -153,7 +153,7 @@ DEMO_CASES: list[DemoCase] = [
         "todo",
         "create_todo",
         {
-            "title": {"$regex": "(?i)buy groceries"},
+            "title": {"$regex": "(?is).*buy groceries.*"},
             "priority": 2,
             "tags": {"$unordered": ["shopping", "errands"]},
         },
@@ -228,7 +228,7 @@ DEMO_CASES: list[DemoCase] = [
         "Which commits changed the file path src/auth/login.py in acme/webapp since 2025-11-01?",
         "github",
         "list_commits",
-        {"owner": "acme", "repo": "webapp", "path": "src/auth/login.py", "since": {"$regex": "^2025-11-01"}},
+        {"owner": "acme", "repo": "webapp", "path": "src/auth/login.py", "since": {"$regex": "2025-11-01.*"}},
         tags=("params",),
     ),
     _case(
@@ -250,7 +250,7 @@ DEMO_CASES: list[DemoCase] = [
         "Search GitHub repositories for Python web frameworks, sorted by stars.",
         "github",
         "search_repositories",
-        {"query": {"$regex": "(?i)python"}, "sort": "stars"},
+        {"query": {"$regex": "(?is).*python.*"}, "sort": "stars"},
     ),
     # ----------------------------------------------------------------------------------------------------- jira
     _case(
@@ -258,7 +258,7 @@ DEMO_CASES: list[DemoCase] = [
         "Search Jira for open bugs in project PAY.",
         "jira",
         "search_issues",
-        {"jql": {"$regex": "(?is)(?=.*\\bPAY\\b)(?=.*\\bbug\\b)"}},
+        {"jql": {"$regex": "(?is)(?=.*\\bPAY\\b)(?=.*\\bbug\\b).*"}},
     ),
     _case(
         "jira: create a bug with priority and labels",
@@ -268,7 +268,7 @@ DEMO_CASES: list[DemoCase] = [
         "create_issue",
         {
             "project_key": "WEB",
-            "summary": {"$regex": "(?i)login button unresponsive"},
+            "summary": {"$regex": "(?is).*login button unresponsive.*"},
             "issue_type": "Bug",
             "priority": "High",
             "labels": {"$unordered": ["frontend", "safari"]},
@@ -287,7 +287,7 @@ DEMO_CASES: list[DemoCase] = [
         "Add a comment to Jira issue API-7 saying the fix is deployed to staging.",
         "jira",
         "add_comment",
-        {"issue_key": "API-7", "body": {"$regex": "(?i)deployed to staging"}},
+        {"issue_key": "API-7", "body": {"$regex": "(?is).*deployed to staging.*"}},
     ),
     # ------------------------------------------------------------------------------------------------------ aws
     _case(
@@ -365,7 +365,7 @@ DEMO_CASES: list[DemoCase] = [
         "Create a Jira task in project OPS to rotate the database credentials.",
         "jira",
         "create_issue",
-        {"project_key": "OPS", "issue_type": "Task", "summary": {"$regex": "(?i)rotate.*credentials"}},
+        {"project_key": "OPS", "issue_type": "Task", "summary": {"$regex": "(?is).*rotate.*credentials.*"}},
         available=["todo", "jira"],
         tags=("server_choice", "params"),
     ),
@@ -374,7 +374,7 @@ DEMO_CASES: list[DemoCase] = [
         "Create a todo for me to call the plumber.",
         "todo",
         "create_todo",
-        {"title": {"$regex": "(?i)plumber"}},
+        {"title": {"$regex": "(?is).*plumber.*"}},
         available=["todo", "jira"],
         tags=("server_choice",),
     ),
@@ -383,7 +383,7 @@ DEMO_CASES: list[DemoCase] = [
         "What does our clinical literature say about the side effects of statins?",
         "rag",
         "rag_basic",
-        {"query": {"$regex": "(?i)statin"}},
+        {"query": {"$regex": "(?is).*statin.*"}},
         available=["rag", "github"],
         tags=("server_choice", "hard"),
     ),
