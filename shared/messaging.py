@@ -56,6 +56,7 @@ async def connect(url: str, name: str) -> NatsClient:
             reconnect_time_wait=1,
             max_reconnect_attempts=-1,
             allow_reconnect=True,
+            drain_timeout=10,
         )
     except NoServersError as exc:  # nats-py raises this with no detail: name the url (no credentials)
         raise ConnectionError(f"cannot reach NATS at {url.split('@')[-1]}") from exc

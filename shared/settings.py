@@ -35,14 +35,28 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     run_deadline_seconds: int = 3600
     key_ttl_seconds: int = 3600
     mcp_timeout_seconds: float = 15.0
+    tool_cache_seconds: float = 0.0
     db_pool_size: int = 10
     retry_base_delay_seconds: float = 2.0
     sweep_interval_seconds: float = 30.0
     similarity_timeout_seconds: float = 60.0
+    prices: str = ""
+    """JSON `{"model": [usd_per_1M_input_tokens, usd_per_1M_output_tokens]}`: the cost column of the metrics."""
+    max_batch_runs: int = 10_000
 
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).resolve()
+
+    def price_table(self) -> dict[str, tuple[float, float]]:
+        """`prices` parsed: model → (input, output) US dollars per million tokens; ConfigError if malformed."""
+        if not self.prices.strip():
+            return {}
+        try:
+            table = msgspec.json.decode(self.prices.encode(), type=dict[str, tuple[float, float]])
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f'{ENV_PREFIX}PRICES must be JSON like {{"gpt-4o": [2.5, 10]}}: {exc}') from None
+        return {model: (float(p[0]), float(p[1])) for model, p in table.items()}
 
 
 _INT_FIELDS = {name for name, typ in Settings.__annotations__.items() if typ == "int"}
@@ -75,4 +89,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     for name in ("worker_concurrency", "max_deliver", "workers", "db_pool_size"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+    settings.price_table()
     return settings

@@ -162,3 +162,52 @@ async def list_tools(url: str, transport: str, timeout: float) -> list[IngestedT
             raise
         reason, transient = _describe(exc)
         raise IngestError(reason, transient) from None
+
+
+class ToolLister:
+    """Fetches server tool lists for runs, coalescing concurrent fetches of the same server.
+
+    Runs that start while a fetch of their server is in flight share its result, so a burst of runs costs
+    one MCP session per server, not one per run, and every run still sees tools fetched after it started.
+    With `ttl_seconds` > 0 a successful result is also reused for that long. Failures are never cached.
+    """
+
+    def __init__(self, timeout: float, ttl_seconds: float = 0.0) -> None:
+        self._timeout = timeout
+        self._ttl = ttl_seconds
+        self._inflight: dict[tuple[str, str], asyncio.Future[list[IngestedTool]]] = {}
+        self._cache: dict[tuple[str, str], tuple[float, list[IngestedTool]]] = {}
+
+    async def list(self, url: str, transport: str) -> list[IngestedTool]:
+        key = (url, transport)
+        loop = asyncio.get_running_loop()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > loop.time():
+            return cached[1]
+        pending = self._inflight.get(key)
+        if pending is None:
+            pending = loop.create_future()
+            self._inflight[key] = pending
+            try:
+                tools = await list_tools(url, transport, self._timeout)
+            except asyncio.CancelledError:
+                pending.cancel()  # waiters fetch for themselves (below) rather than inherit our cancellation
+                raise
+            except BaseException as exc:
+                pending.set_exception(exc)
+                pending.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+                raise
+            else:
+                pending.set_result(tools)
+                if self._ttl > 0:
+                    self._cache[key] = (loop.time() + self._ttl, tools)
+                return tools
+            finally:
+                self._inflight.pop(key, None)
+        try:
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if pending.cancelled() and task is not None and not task.cancelling():
+                return await self.list(url, transport)
+            raise

@@ -30,13 +30,17 @@ from shared.messaging import (
     RUNS_DURABLE,
     RUNS_STREAM,
     RUNS_SUBJECT,
+    SIMILARITY_QUEUE,
+    SIMILARITY_SUBJECT,
     connect,
     consumer_config,
     ensure_streams,
 )
 from shared.settings import ConfigError, Settings
 from worker_service.checks import execute_check
+from worker_service.ingest import ToolLister
 from worker_service.runs import Outcome, WorkerContext, execute_run, retry_delay
+from worker_service.similarity_service import SimilarityHandler
 
 log = logging.getLogger("mcpeval.worker")
 
@@ -226,6 +230,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             service_key=load_service_key(settings.secret_key),
             http=http,
             worker_id=worker_id,
+            tools=ToolLister(settings.mcp_timeout_seconds, settings.tool_cache_seconds),
         )
         runs = await js.pull_subscribe(
             RUNS_SUBJECT,
@@ -239,6 +244,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             stream=CHECKS_STREAM,
             config=consumer_config(CHECKS_DURABLE, CHECKS_SUBJECT, settings),
         )
+        # Similarity is request-reply (core NATS, one worker of the queue group answers), not a stream.
+        similarity = SimilarityHandler(ctx)
+        similarity_sub = await nc.subscribe(
+            SIMILARITY_SUBJECT, queue=SIMILARITY_QUEUE, cb=similarity.on_message
+        )
         log.info("worker %s consuming (concurrency %d)", worker_id, settings.worker_concurrency)
         tasks = [
             asyncio.create_task(
@@ -251,5 +261,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         ]
         await stop.wait()
         log.info("worker %s stopping: finishing in-flight work", worker_id)
+        with contextlib.suppress(Exception):
+            await similarity_sub.unsubscribe()
+        await similarity.drain(DRAIN_GRACE_SECONDS)
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A pull subscription's inbox would hold nc.drain() until its timeout: release them first.
+        for sub in (runs, checks):
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
     log.info("worker %s stopped", worker_id)

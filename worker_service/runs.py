@@ -27,7 +27,7 @@ from shared.messages import RunFinished, RunRequest
 from shared.messaging import run_finished_subject
 from shared.providers import BASELINE
 from shared.settings import Settings
-from worker_service.ingest import IngestedTool, IngestError, list_tools
+from worker_service.ingest import IngestedTool, IngestError, ToolLister
 from worker_service.llm import LlmError, ModelAnswer, ask_baseline, ask_openai_compatible, make_offer
 from worker_service.scoring import Expected, Score, ToolSpec, score
 
@@ -42,6 +42,7 @@ class WorkerContext:
     service_key: bytes
     http: httpx2.AsyncClient
     worker_id: str
+    tools: ToolLister
 
 
 class Outcome(msgspec.Struct):
@@ -128,11 +129,9 @@ async def _announce(ctx: WorkerContext, run_id: uuid.UUID, status: str) -> None:
 
 
 async def _ingest(ctx: WorkerContext, servers: list[McpServer]) -> list[tuple[McpServer, IngestedTool]]:
-    timeout = ctx.settings.mcp_timeout_seconds
-
     async def one(server: McpServer) -> list[tuple[McpServer, IngestedTool]]:
         try:
-            tools = await list_tools(server.url, server.transport, timeout)
+            tools = await ctx.tools.list(server.url, server.transport)
         except IngestError as exc:
             raise RunFailedError(f"MCP server {server.name!r} ({server.url}): {exc}", exc.transient) from None
         return [(server, t) for t in tools]
