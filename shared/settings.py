@@ -36,6 +36,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     key_ttl_seconds: int = 3600
     mcp_timeout_seconds: float = 15.0
     tool_cache_seconds: float = 0.0
+    confidence_threshold: float = 0.7
     db_pool_size: int = 10
     retry_base_delay_seconds: float = 2.0
     sweep_interval_seconds: float = 30.0
@@ -89,5 +90,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     for name in ("worker_concurrency", "max_deliver", "workers", "db_pool_size"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+    if not 0.0 < settings.confidence_threshold <= 1.0:
+        raise ConfigError(f"{ENV_PREFIX}CONFIDENCE_THRESHOLD must be in (0, 1]")
     settings.price_table()
     return settings

@@ -299,3 +299,46 @@ def ask_baseline(query: str, offer: ToolOffer) -> ModelAnswer:
             "top_scores": [{"server": s.server, "tool": s.name, "score": s.score} for s in choice.scores[:5]],
         },
     )
+
+
+EXPLAIN_PROMPT = (
+    "You review how an AI assistant chose among tools. Rewrite the evaluation below as a short explanation "
+    "for the author of the tools (at most 120 words, plain prose, no lists): what happened and what to change "
+    "in the tool descriptions or schemas. Do not invent facts beyond the evaluation."
+)
+
+
+async def explain_reasoning(
+    http_client: httpx2.AsyncClient,
+    *,
+    provider: str,
+    model: str,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float,
+    reasoning: str,
+) -> str | None:
+    """The same model's prose rewrite of the evidence-based reasoning, or None if it cannot give one."""
+    endpoint = resolve_base_url(provider, base_url)
+    if endpoint is None:
+        return None
+    client = openai.AsyncOpenAI(
+        base_url=endpoint,
+        api_key=api_key or "not-needed",
+        timeout=timeout,
+        max_retries=1,
+        http_client=http_client,
+    )
+    try:
+        response = await client.chat.completions.create(
+            model=model,
+            messages=[
+                {"role": "system", "content": EXPLAIN_PROMPT},
+                {"role": "user", "content": reasoning[:8000]},
+            ],
+            temperature=0.2,
+        )
+    except openai.OpenAIError:
+        return None
+    content = response.choices[0].message.content if response.choices else None
+    return content.strip()[:MAX_TEXT_CHARS] if isinstance(content, str) and content.strip() else None

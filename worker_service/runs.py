@@ -28,8 +28,15 @@ from shared.messaging import run_finished_subject
 from shared.providers import BASELINE
 from shared.settings import Settings
 from worker_service.ingest import IngestedTool, IngestError, ToolLister
-from worker_service.llm import LlmError, ModelAnswer, ask_baseline, ask_openai_compatible, make_offer
-from worker_service.scoring import Expected, Score, ToolSpec, score
+from worker_service.llm import (
+    LlmError,
+    ModelAnswer,
+    ask_baseline,
+    ask_openai_compatible,
+    explain_reasoning,
+    make_offer,
+)
+from worker_service.scoring import Expected, Score, Thresholds, ToolSpec, score
 
 log = logging.getLogger("mcpeval.worker")
 
@@ -248,6 +255,27 @@ async def _write_result(
     return True
 
 
+async def _with_explanation(
+    ctx: WorkerContext, settings: ModelSettings, api_key: str | None, result: Score
+) -> Score:
+    """`explain: true`: append the same model's prose version of the reasoning, marked as model-written."""
+    prose = await explain_reasoning(
+        ctx.http,
+        provider=settings.provider,
+        model=settings.model,
+        base_url=settings.base_url,
+        api_key=api_key,
+        timeout=float(settings.timeout),
+        reasoning=result.reasoning,
+    )
+    note = (
+        f"Model-written explanation ({settings.model}; may be wrong, the evidence above is authoritative):\n{prose}"
+        if prose
+        else "Model-written explanation: unavailable (the model did not answer)."
+    )
+    return msgspec.structs.replace(result, reasoning=f"{result.reasoning}\n\n{note}")
+
+
 def retry_delay(settings: Settings, delivery: int, retry_after: float | None) -> float:
     """Exponential backoff from the base delay, at least the server's Retry-After, capped at 5 minutes."""
     backoff = settings.retry_base_delay_seconds * (2 ** max(0, delivery - 1))
@@ -285,7 +313,9 @@ async def execute_run(ctx: WorkerContext, request: RunRequest, delivery: int) ->
             tool=claimed.case.expected_tool_name,
             parameters=claimed.case.expected_parameters,
         )
-        result = score(expected, specs, answer.samples)
+        result = score(expected, specs, answer.samples, Thresholds(ctx.settings.confidence_threshold))
+        if claimed.settings.explain and claimed.settings.provider != BASELINE:
+            result = await _with_explanation(ctx, claimed.settings, api_key, result)
         elapsed_ms = round((time.perf_counter() - started) * 1000)
         if not await _write_result(ctx, claimed, delivery, ingested, answer, result, elapsed_ms):
             return DROP
