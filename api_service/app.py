@@ -18,6 +18,7 @@ from api_service.errors import exception_handlers
 from api_service.health import HealthController
 from api_service.mcp_servers import McpServerController
 from api_service.metrics import MetricsController
+from api_service.similarity import SimilarityController
 from api_service.test_cases import TestCaseController
 from api_service.test_runs import RunController, TestRunController
 from api_service.tools import ToolController
@@ -57,8 +58,12 @@ def create_app(settings: Settings) -> Litestar:
         try:
             yield
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await nc.drain()
+            except Exception:
+                # NATS is down (drain refuses while reconnecting): close, or the reconnect task outlives the loop.
+                with contextlib.suppress(Exception):
+                    await nc.close()
             await engine.dispose()
 
     def provide_services() -> Services:
@@ -77,6 +82,7 @@ def create_app(settings: Settings) -> Litestar:
             RunController,
             TestRunController,
             MetricsController,
+            SimilarityController,
         ],
         dependencies={
             "services": Provide(provide_services, sync_to_thread=False),

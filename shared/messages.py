@@ -27,15 +27,27 @@ class RunFinished(msgspec.Struct, kw_only=True):
 
 
 class SimilarityRequest(msgspec.Struct, kw_only=True):
-    """Request-reply body for similarity analysis done by a worker (the API never reaches out)."""
+    """Request-reply body for similarity analysis done by a worker (the API never reaches out).
+
+    `payload` is a `shared.similarity_wire.SimilarityJob` (msgspec JSON, zlib-compressed when
+    `compression == "zlib"`); `sealed_api_key` is sealed for `request_id`; a worker skips the request
+    once `deadline` (epoch seconds, 0 = none) has passed: nobody waits for the answer any more."""
 
     operation: str
     payload: bytes
     sealed_api_key: str | None = None
+    request_id: str = ""
+    deadline: float = 0.0
+    compression: str | None = None
 
 
 class SimilarityReply(msgspec.Struct, kw_only=True):
+    """`payload` is the JSON response body (zlib-compressed when `compression == "zlib"`); on failure
+    `status` is the HTTP status the API answers with and `field` the request field at fault, if any."""
+
     ok: bool
     payload: bytes = b""
     error: str | None = None
     status: int = 200
+    field: str | None = None
+    compression: str | None = None
