@@ -7,6 +7,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 from litestar.di import NamedDependency
+from litestar.params import QueryParameter
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from sqlalchemy import Select, func, select
@@ -18,8 +19,9 @@ from shared.settings import Settings
 
 T = TypeVar("T")
 
-# No NUL anywhere (PostgreSQL text cannot hold it) and at least one non-space character.
-_TEXT = r"^[^\x00]*\S[^\x00]*$"
+# No NUL anywhere (PostgreSQL text cannot hold it) and at least one non-space character
+# (`\S` alone would let that one character be the NUL).
+_TEXT = r"^[^\x00]*[^\s\x00][^\x00]*$"
 
 URL_PATTERN = r"^https?://[^\s\x00/?#]+[^\s\x00]*$"
 
@@ -34,8 +36,9 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_TEXT)]
 Query = Annotated[str, msgspec.Meta(min_length=1, max_length=8000, pattern=_TEXT)]
 Description = Annotated[str, msgspec.Meta(max_length=20_000, pattern=r"^[^\x00]*$")]
 Url = Annotated[str, msgspec.Meta(max_length=2048, pattern=URL_PATTERN)]
-LimitParam = Annotated[int, msgspec.Meta(ge=1, le=100)]
-OffsetParam = Annotated[int, msgspec.Meta(ge=0)]
+# Litestar ignores msgspec.Meta bounds on query parameters; they must sit on the QueryParameter.
+LimitParam = Annotated[int, QueryParameter(ge=1, le=100)]
+OffsetParam = Annotated[int, QueryParameter(ge=0)]
 
 MAX_JSON_DEPTH = 32
 
