@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,offline-embeddings]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -13,6 +13,7 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from api_service.batches import BatchController
 from api_service.common import Services, ServicesDep
 from api_service.errors import exception_handlers
 from api_service.health import HealthController
@@ -80,6 +81,7 @@ def create_app(settings: Settings) -> Litestar:
             ToolController,
             TestCaseController,
             RunController,
+            BatchController,
             TestRunController,
             MetricsController,
             SimilarityController,

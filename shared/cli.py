@@ -1,4 +1,5 @@
-"""`mcpeval`: one entry point for every role — up, demo, api, worker, migrate."""
+"""`mcpeval`: one entry point for every role — up, demo, api, worker, migrate — and the REST client
+commands servers, cases, run, report and gate (`shared.client`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 
+from shared.client import add_client_commands
 from shared.crypto import generate_service_key
 from shared.embedded import embedded_stack, wait_for_port
 from shared.settings import ENV_PREFIX, ConfigError, Settings, load_settings
@@ -247,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=int, default=1, help="samples per run for measured confidence")
     demo.add_argument("--keep-running", action="store_true", help="keep the stack up after the report")
     demo.set_defaults(func=cmd_demo)
+    add_client_commands(sub)
     return parser
 
 

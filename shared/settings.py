@@ -56,7 +56,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         try:
             table = msgspec.json.decode(self.prices.encode(), type=dict[str, tuple[float, float]])
         except msgspec.DecodeError as exc:
-            raise ConfigError(f'{ENV_PREFIX}PRICES must be JSON like {{"gpt-4o": [2.5, 10]}}: {exc}') from None
+            raise ConfigError(
+                f'{ENV_PREFIX}PRICES must be JSON like {{"gpt-4o": [2.5, 10]}}: {exc}'
+            ) from None
         return {model: (float(p[0]), float(p[1])) for model, p in table.items()}
 
 

@@ -28,6 +28,7 @@ TABLES = (
     "evaluation_results",
     "tool_definitions",
     "test_runs",
+    "test_batches",
     "model_settings",
     "test_case_mcp_servers",
     "test_cases",

@@ -5,7 +5,8 @@ Deliberate resolutions of the seed, each documented in the README's schema secti
 - `expected_mcp_server_name` / `expected_tool_name` are NULL together ("no tool expected") or both non-empty;
 - `test_runs.selected_tool_id` is ON DELETE SET NULL: deleting one snapshot row must not delete the run;
 - additions: mcp_servers.last_error/last_checked_at, model_settings.base_url/system_prompt/samples/explain,
-  test_runs.attempt/started_at/worker_id (the delivery fence and progress).
+  test_runs.attempt/started_at/worker_id (the delivery fence and progress);
+- addition (migration 0002): table test_batches and the nullable test_runs.batch_id (runs queued together).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    REAL,
     Boolean,
     CheckConstraint,
     DateTime,
-    Float,
     ForeignKey,
     Index,
     Integer,
@@ -151,12 +152,33 @@ class ModelSettings(Base):
     provider: Mapped[str] = mapped_column(Text, nullable=False)
     model: Mapped[str] = mapped_column(Text, nullable=False)
     timeout: Mapped[int] = mapped_column(Integer, nullable=False, server_default="30")
-    temperature: Mapped[float] = mapped_column(Float(precision=24), nullable=False, server_default="0.4")
+    temperature: Mapped[float] = mapped_column(REAL, nullable=False, server_default="0.4")
     max_retries: Mapped[int] = mapped_column(Integer, nullable=False, server_default="3")
     base_url: Mapped[str | None] = mapped_column(Text)
     system_prompt: Mapped[str | None] = mapped_column(Text)
     samples: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1")
     explain: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    created_at: Mapped[datetime] = _created_at()
+
+
+class TestBatch(Base):
+    """Runs queued together by `POST /test-runs/batch`: every case x every model x `repeats`."""
+
+    __tablename__ = "test_batches"
+    __table_args__ = (
+        CheckConstraint("repeats BETWEEN 1 AND 20", name="repeats_range"),
+        CheckConstraint("test_case_count >= 1", name="test_case_count_positive"),
+        CheckConstraint("model_count >= 1", name="model_count_positive"),
+        CheckConstraint("run_count >= 1", name="run_count_positive"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = _uuid_pk()
+    name: Mapped[str | None] = mapped_column(Text)
+    repeats: Mapped[int] = mapped_column(Integer, nullable=False)
+    test_case_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    model_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    run_count: Mapped[int] = mapped_column(Integer, nullable=False)
     created_at: Mapped[datetime] = _created_at()
 
 
@@ -184,12 +206,15 @@ class TestRun(Base):
         ForeignKey("tool_definitions.id", ondelete="SET NULL", use_alter=True)
     )
     extracted_parameters: Mapped[Any | None] = mapped_column(JSONB)
-    confidence_score: Mapped[float | None] = mapped_column(Float(precision=24))
+    confidence_score: Mapped[float | None] = mapped_column(REAL)
     classification: Mapped[str | None] = mapped_column(Text)
     execution_time_ms: Mapped[int | None] = mapped_column(Integer)
     error_message: Mapped[str | None] = mapped_column(Text)
     attempt: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     worker_id: Mapped[str | None] = mapped_column(Text)
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("test_batches.id", ondelete="CASCADE"), index=True
+    )
     created_at: Mapped[datetime] = _created_at()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -212,8 +237,8 @@ class EvaluationResult(Base):
     )
     classification: Mapped[str] = mapped_column(Text, nullable=False)
     tool_selection_correct: Mapped[bool] = mapped_column(Boolean, nullable=False)
-    parameter_completeness: Mapped[float] = mapped_column(Float(precision=24), nullable=False)
-    parameter_correctness: Mapped[float] = mapped_column(Float(precision=24), nullable=False)
+    parameter_completeness: Mapped[float] = mapped_column(REAL, nullable=False)
+    parameter_correctness: Mapped[float] = mapped_column(REAL, nullable=False)
     parameter_type_conformance: Mapped[bool] = mapped_column(Boolean, nullable=False)
     hallucinated_parameters: Mapped[list[str] | None] = mapped_column(JSONB)
     confidence_category: Mapped[str | None] = mapped_column(Text)
