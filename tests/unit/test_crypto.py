@@ -107,5 +107,7 @@ def test_service_key_must_be_32_bytes_of_base64() -> None:
     assert len(load_service_key(generate_service_key())) == 32
     with pytest.raises(EnvelopeError, match="32 bytes"):
         load_service_key(base64.urlsafe_b64encode(bytes(16)).decode())
-    with pytest.raises(EnvelopeError, match="base64"):
-        load_service_key("***")
+    with pytest.raises(EnvelopeError, match="not valid base64"):
+        load_service_key("a")
+    with pytest.raises(EnvelopeError, match="32 bytes"):
+        load_service_key("***")  # no base64 characters at all: decodes to nothing
