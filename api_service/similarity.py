@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 from litestar import Controller, Request, post
+from litestar.handlers import HTTPRouteHandler
 from litestar.params import JSONBody
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,13 +36,17 @@ from shared.db.tables import McpServer, TestCase, TestRun, ToolDefinition
 from shared.messages import SimilarityReply, SimilarityRequest
 from shared.messaging import SIMILARITY_SUBJECT
 from shared.similarity_wire import (
+    AnalysisResult,
     Behaviour,
     Confusion,
-    JobTool,
     JobUrl,
+    MatrixResult,
     NoResponderError,
+    OverlapResult,
+    RecommendationsResult,
     ReplyTimeoutError,
     SimilarityJob,
+    SimilarityTool,
     compress,
     decompress,
     request_chunked,
@@ -145,149 +150,6 @@ class SimilarityBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     test_run_filter: TestRunFilter | None = None
 
 
-# -------------------------------------------------------------------------------------------- response
-
-
-class ToolRef(msgspec.Struct):
-    id: str
-    name: str
-    server: str | None
-
-
-class PairOut(msgspec.Struct):
-    tool_a_id: str
-    tool_b_id: str
-    similarity_score: float
-    full_similarity_score: float | None
-    method: str
-    flagged: bool
-
-
-class ConfusionOut(msgspec.Struct):
-    """A model chose `selected` where `expected` was right, `count` times (ids when resolved)."""
-
-    expected: str
-    selected: str
-    count: int
-    tool_a_id: str | None = None
-    tool_b_id: str | None = None
-    similarity_score: float | None = None
-
-
-class FlaggedPairOut(msgspec.Struct):
-    """A flagged pair; with grounding, the confusions observed between its two tools (either way)."""
-
-    tool_a_id: str
-    tool_b_id: str
-    similarity_score: float
-    full_similarity_score: float | None
-    method: str
-    observed_confusions: int | None = None
-    confusions: list[ConfusionOut] | None = None
-
-
-class LintOut(msgspec.Struct):
-    tool_id: str
-    rule: str
-    severity: str
-    message: str
-
-
-class IssueOut(msgspec.Struct):
-    issue_type: str
-    description: str
-    evidence: dict[str, Any]
-
-
-class RecommendationItemOut(msgspec.Struct):
-    issue: str
-    tool_id: str | None
-    recommendation: str
-    rationale: str
-    priority: str
-    revised_description: str | None = None
-    revised_description_source: str | None = None
-    apply_commands: list[dict[str, Any]] = msgspec.field(default_factory=list)
-
-
-class RecommendationOut(msgspec.Struct):
-    tool_pair: list[str]
-    similarity_score: float
-    issues: list[IssueOut]
-    recommendations: list[RecommendationItemOut]
-
-
-class GroundingOut(msgspec.Struct):
-    """Similarity checked against behaviour: `missed_confusions` happened between two known tools whose
-    pair was not flagged (their `similarity_score` is None when the pair is not among `pairs`);
-    `unresolved_confusions` name a tool that is not in the analysed set."""
-
-    runs_considered: int
-    confusions_total: int
-    missed_confusions: list[ConfusionOut]
-    unresolved_confusions: list[ConfusionOut]
-
-
-class AnalysisOut(msgspec.Struct):
-    method: str
-    model: str
-    threshold: float
-    suggested_threshold: float
-    threshold_note: str
-    compute_full_similarity: bool
-    tool_count: int
-    tools: list[ToolRef]
-    total_pairs: int
-    flagged_count: int
-    truncated: bool
-    pairs: list[PairOut]
-    flagged_pairs: list[FlaggedPairOut]
-    clusters: list[list[str]]
-    lint: list[LintOut]
-    recommendations: list[RecommendationOut] | None
-    grounding: GroundingOut | None
-    generated_at: datetime
-
-
-class MatrixOut(msgspec.Struct):
-    method: str
-    model: str
-    include_parameters: bool
-    tool_ids: list[str]
-    tools: list[ToolRef]
-    matrix: list[list[float]]
-    suggested_threshold: float
-    generated_at: datetime
-
-
-class OverlapMatrixOut(msgspec.Struct):
-    method: str
-    model: str
-    tool_ids: list[str]
-    tools: list[ToolRef]
-    matrix: list[list[float]]
-    dimensions: dict[str, float]
-    threshold: float
-    suggested_threshold: float
-    clusters: list[list[str]]
-    generated_at: datetime
-
-
-class RecommendationsOut(msgspec.Struct):
-    method: str
-    model: str
-    threshold: float
-    suggested_threshold: float
-    tools: list[ToolRef]
-    tool_pair: list[str]
-    similarity_score: float
-    full_similarity_score: float | None
-    flagged: bool
-    issues: list[IssueOut]
-    recommendations: list[RecommendationItemOut]
-    generated_at: datetime
-
-
 # ---------------------------------------------------------------------------------------------- errors
 
 
@@ -334,7 +196,7 @@ def _schema(tool: ServerToolIn, field: str) -> dict[str, Any]:
     return tool.input_schema if tool.input_schema is not None else (tool.input_schema_mcp or {})
 
 
-def _unique_ids(tools: list[tuple[JobTool, str]]) -> list[JobTool]:
+def _unique_ids(tools: list[tuple[SimilarityTool, str]]) -> list[SimilarityTool]:
     seen: dict[str, str] = {}
     for tool, field in tools:
         if tool.id in seen:
@@ -347,13 +209,24 @@ def _unique_ids(tools: list[tuple[JobTool, str]]) -> list[JobTool]:
     return [tool for tool, _ in tools]
 
 
-def _tool_id(explicit: str | None, server: str | None, name: str) -> str:
-    return explicit or (f"{server}/{name}" if server else name)
+def _tool(tool: ServerToolIn, server: str | None, field: str) -> tuple[SimilarityTool, str]:
+    """The job's tool for one request tool (id: the given one, else `server/name` or `name`), and the
+    request field it came from."""
+    return (
+        SimilarityTool(
+            id=tool.id or (f"{server}/{tool.name}" if server else tool.name),
+            name=tool.name,
+            description=tool.description,
+            input_schema=_schema(tool, field),
+            server=server,
+        ),
+        field,
+    )
 
 
-def _from_servers(servers: list[ServerIn]) -> list[JobTool]:
+def _from_servers(servers: list[ServerIn]) -> list[SimilarityTool]:
     names: dict[str, int] = {}
-    out: list[tuple[JobTool, str]] = []
+    out: list[tuple[SimilarityTool, str]] = []
     for s_index, server in enumerate(servers):
         if server.name in names:
             raise InvalidInputError(
@@ -361,40 +234,15 @@ def _from_servers(servers: list[ServerIn]) -> list[JobTool]:
                 f"server {server.name!r} appears twice (also server_list[{names[server.name]}])",
             )
         names[server.name] = s_index
-        for t_index, tool in enumerate(server.tools):
-            field = f"server_list[{s_index}].tools[{t_index}]"
-            out.append(
-                (
-                    JobTool(
-                        id=_tool_id(tool.id, server.name, tool.name),
-                        name=tool.name,
-                        description=tool.description,
-                        input_schema=_schema(tool, field),
-                        server=server.name,
-                    ),
-                    field,
-                )
-            )
-    return _unique_ids(out)
-
-
-def _from_tools(tools: list[ToolIn]) -> list[JobTool]:
-    out: list[tuple[JobTool, str]] = []
-    for index, tool in enumerate(tools):
-        field = f"tool_list[{index}]"
-        out.append(
-            (
-                JobTool(
-                    id=_tool_id(tool.id, tool.server, tool.name),
-                    name=tool.name,
-                    description=tool.description,
-                    input_schema=_schema(tool, field),
-                    server=tool.server,
-                ),
-                field,
-            )
+        out.extend(
+            _tool(tool, server.name, f"server_list[{s_index}].tools[{t_index}]")
+            for t_index, tool in enumerate(server.tools)
         )
     return _unique_ids(out)
+
+
+def _from_tools(tools: list[ToolIn]) -> list[SimilarityTool]:
+    return _unique_ids([_tool(tool, tool.server, f"tool_list[{index}]") for index, tool in enumerate(tools)])
 
 
 def _chosen_input(body: SimilarityBody) -> str:
@@ -576,7 +424,7 @@ async def observed_confusions(session: AsyncSession, run_filter: TestRunFilter) 
 
 async def _build_job(operation: Operation, body: SimilarityBody, services: Services) -> SimilarityJob:
     source = _chosen_input(body)
-    tools: list[JobTool] = []
+    tools: list[SimilarityTool] = []
     urls: list[JobUrl] = []
     if source == "server_list":
         assert body.server_list is not None
@@ -690,54 +538,53 @@ _INPUTS = (
 )
 
 
+def _endpoint(
+    operation: Operation, out: type[msgspec.Struct], summary: str, description: str
+) -> HTTPRouteHandler:
+    """`POST /similarity/{operation}`, answering with the worker's result decoded as `out` (which the
+    OpenAPI document shows as the 200 response)."""
+
+    async def endpoint(
+        self: Controller,
+        data: JSONBody[SimilarityBody],
+        request: Request[Any, Any, Any],
+        services: ServicesDep,
+    ) -> msgspec.Struct:
+        return await run_similarity(operation, data, request, services, out)
+
+    # Litestar reads the response type from the annotation and the operationId from the name.
+    endpoint.__annotations__["return"] = out
+    endpoint.__name__ = endpoint.__qualname__ = operation.replace("-", "_")
+    return post(f"/{operation}", status_code=200, summary=summary, description=description)(endpoint)
+
+
 class SimilarityController(Controller):
     path = "/similarity"
     tags = ["similarity"]
 
-    @post(
-        "/analyze",
-        status_code=200,
-        summary="Which tools a model may confuse: flagged pairs, clusters, lint, recommendations",
-        description=_INPUTS
-        + " At most 10,000 tools. `test_run_filter` grounds the flagged pairs in the confusions "
+    analyze = _endpoint(
+        "analyze",
+        AnalysisResult,
+        "Which tools a model may confuse: flagged pairs, clusters, lint, recommendations",
+        _INPUTS + " At most 10,000 tools. `test_run_filter` grounds the flagged pairs in the confusions "
         "observed in completed runs. `include_recommendations` adds differentiation advice; revised "
         "descriptions come from a template unless `model` + `base_url` name a model to write them.",
     )
-    async def analyze(
-        self, data: JSONBody[SimilarityBody], request: Request[Any, Any, Any], services: ServicesDep
-    ) -> AnalysisOut:
-        return await run_similarity("analyze", data, request, services, AnalysisOut)
-
-    @post(
-        "/matrix",
-        status_code=200,
-        summary="Dense pairwise similarity matrix (at most 2,000 tools)",
-        description=_INPUTS + " `compute_full_similarity` includes the parameters in the compared text.",
+    matrix = _endpoint(
+        "matrix",
+        MatrixResult,
+        "Dense pairwise similarity matrix (at most 2,000 tools)",
+        _INPUTS + " `compute_full_similarity` includes the parameters in the compared text.",
     )
-    async def matrix(
-        self, data: JSONBody[SimilarityBody], request: Request[Any, Any, Any], services: ServicesDep
-    ) -> MatrixOut:
-        return await run_similarity("matrix", data, request, services, MatrixOut)
-
-    @post(
-        "/overlap-matrix",
-        status_code=200,
-        summary="Capability overlap matrix: 0.5 semantic + 0.3 parameters + 0.2 description (≤ 2,000 tools)",
-        description=_INPUTS + " `clusters` group tools whose overlap reaches `similarity_threshold`.",
+    overlap_matrix = _endpoint(
+        "overlap-matrix",
+        OverlapResult,
+        "Capability overlap matrix: 0.5 semantic + 0.3 parameters + 0.2 description (≤ 2,000 tools)",
+        _INPUTS + " `clusters` group tools whose overlap reaches `similarity_threshold`.",
     )
-    async def overlap_matrix(
-        self, data: JSONBody[SimilarityBody], request: Request[Any, Any, Any], services: ServicesDep
-    ) -> OverlapMatrixOut:
-        return await run_similarity("overlap-matrix", data, request, services, OverlapMatrixOut)
-
-    @post(
-        "/recommendations",
-        status_code=200,
-        summary="How to tell exactly two tools apart: issues, recommendations, revised descriptions",
-        description=_INPUTS
-        + " Exactly 2 tools; recommendations are given whether or not the pair is flagged.",
+    recommendations = _endpoint(
+        "recommendations",
+        RecommendationsResult,
+        "How to tell exactly two tools apart: issues, recommendations, revised descriptions",
+        _INPUTS + " Exactly 2 tools; recommendations are given whether or not the pair is flagged.",
     )
-    async def recommendations(
-        self, data: JSONBody[SimilarityBody], request: Request[Any, Any, Any], services: ServicesDep
-    ) -> RecommendationsOut:
-        return await run_similarity("recommendations", data, request, services, RecommendationsOut)

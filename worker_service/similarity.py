@@ -28,12 +28,25 @@ import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
+from shared.similarity_wire import (
+    DifferentiationIssue,
+    DifferentiationRecommendation,
+    IssueType,
+    LintFinding,
+    ObservedConfusion,
+    Priority,
+    RecommendationItem,
+    RevisionSource,
+    Severity,
+    SimilarityScore,
+    SimilarityTool,
+)
 from worker_service.embeddings import Embedder, EmbeddingMethod
 from worker_service.lexical import (
     TfidfModel,
@@ -86,17 +99,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-IssueType = Literal[
-    "scope_clarity",
-    "example_distinctiveness",
-    "parameter_uniqueness",
-    "naming_clarity",
-    "terminology_overlap",
-]
-Priority = Literal["high", "medium", "low"]
-Severity = Literal["error", "warning", "info"]
-RevisionSource = Literal["template", "llm"]
-
 #: The seed's default flagging threshold.
 DEFAULT_THRESHOLD: Final = 0.85
 #: Suggested flagging thresholds by backend, calibrated on the seed catalogs (six RAG pipeline tools,
@@ -126,28 +128,8 @@ _TOOL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 # --------------------------------------------------------------------------------------------- types
-
-
-class SimilarityTool(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool to compare. ``input_schema`` is untrusted: anything that is not a JSON Schema object is
-    treated as "no parameters"."""
-
-    id: str
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
-    server: str | None = None
-
-
-class SimilarityScore(msgspec.Struct, frozen=True, kw_only=True):
-    """Pairwise similarity of two tools (seed 002)."""
-
-    tool_a_id: str
-    tool_b_id: str
-    similarity_score: float
-    full_similarity_score: float | None
-    method: EmbeddingMethod
-    flagged: bool
+# The tool and every type of a reply (SimilarityScore, LintFinding, DifferentiationRecommendation,
+# ObservedConfusion, ...) are defined once in `shared.similarity_wire`; these stay inside the worker.
 
 
 class SimilarityAnalysis(msgspec.Struct, frozen=True, kw_only=True):
@@ -179,46 +161,6 @@ class OverlapMatrix(msgspec.Struct, frozen=True, kw_only=True):
     matrix: list[list[float]]
     dimensions: dict[str, float]
     generated_at: datetime
-
-
-class DifferentiationIssue(msgspec.Struct, frozen=True, kw_only=True):
-    """Why two tools are confusable, with the evidence found."""
-
-    issue_type: IssueType
-    description: str
-    evidence: dict[str, Any]
-
-
-class RecommendationItem(msgspec.Struct, frozen=True, kw_only=True):
-    """One action. ``tool_id`` is None when it concerns both tools. ``apply_commands`` are RFC 6902
-    JSON-patch operations against the tool definition (``/description``, ``/input_schema/...``)."""
-
-    issue: IssueType
-    tool_id: str | None
-    recommendation: str
-    rationale: str
-    priority: Priority
-    revised_description: str | None = None
-    revised_description_source: RevisionSource | None = None
-    apply_commands: list[dict[str, Any]] = msgspec.field(default_factory=list)
-
-
-class DifferentiationRecommendation(msgspec.Struct, frozen=True, kw_only=True):
-    """Guidance for one flagged pair (seed 002)."""
-
-    tool_pair: list[str]
-    similarity_score: float
-    issues: list[DifferentiationIssue]
-    recommendations: list[RecommendationItem]
-
-
-class LintFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """A problem in one tool definition found without any model."""
-
-    tool_id: str
-    rule: str
-    severity: Severity
-    message: str
 
 
 class PairSelection(NamedTuple):
@@ -1068,17 +1010,6 @@ def lint_tools(tools: Sequence[SimilarityTool]) -> list[LintFinding]:
 
 
 # ------------------------------------------------------------------------------------------ grounding
-
-
-class ObservedConfusion(msgspec.Struct, frozen=True, kw_only=True):
-    """A model chose ``selected`` where ``expected`` was right, ``count`` times."""
-
-    expected: str
-    selected: str
-    count: int
-    tool_a_id: str | None = None
-    tool_b_id: str | None = None
-    similarity_score: float | None = None
 
 
 class GroundedPair(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 from nats.aio.msg import Msg
@@ -27,10 +26,18 @@ from nats.aio.msg import Msg
 from shared.crypto import EnvelopeError, open_sealed
 from shared.messages import SimilarityReply, SimilarityRequest
 from shared.similarity_wire import (
+    AnalysisResult,
     Behaviour,
-    JobTool,
+    FlaggedPair,
+    Grounding,
     JobUrl,
+    MatrixResult,
+    OverlapResult,
+    RecommendationsResult,
     SimilarityJob,
+    SimilarityScore,
+    SimilarityTool,
+    ToolRef,
     compress,
     decompress,
     publish_chunked,
@@ -48,12 +55,8 @@ from worker_service.runs import WorkerContext
 from worker_service.similarity import (
     SUGGESTED_OVERLAP_THRESHOLD,
     DifferentiationIssue,
-    DifferentiationRecommendation,
-    LintFinding,
-    ObservedConfusion,
+    GroundedPair,
     RewriteFn,
-    SimilarityScore,
-    SimilarityTool,
     build_recommendations,
     compute_overlap_matrix,
     compute_similarity,
@@ -90,92 +93,6 @@ class JobError(Exception):
         self.field = field
 
 
-# --------------------------------------------------------------------------------------------- results
-
-
-class ToolRef(msgspec.Struct):
-    id: str
-    name: str
-    server: str | None
-
-
-class FlaggedPair(msgspec.Struct):
-    tool_a_id: str
-    tool_b_id: str
-    similarity_score: float
-    full_similarity_score: float | None
-    method: EmbeddingMethod
-    observed_confusions: int | None = None
-    confusions: list[ObservedConfusion] | None = None
-
-
-class Grounding(msgspec.Struct):
-    runs_considered: int
-    confusions_total: int
-    missed_confusions: list[ObservedConfusion]
-    unresolved_confusions: list[ObservedConfusion]
-
-
-class AnalysisResult(msgspec.Struct):
-    method: EmbeddingMethod
-    model: str
-    threshold: float
-    suggested_threshold: float
-    threshold_note: str
-    compute_full_similarity: bool
-    tool_count: int
-    tools: list[ToolRef]
-    total_pairs: int
-    flagged_count: int
-    truncated: bool
-    pairs: list[SimilarityScore]
-    flagged_pairs: list[FlaggedPair]
-    clusters: list[list[str]]
-    lint: list[LintFinding]
-    recommendations: list[DifferentiationRecommendation] | None
-    grounding: Grounding | None
-    generated_at: datetime
-
-
-class MatrixResult(msgspec.Struct):
-    method: EmbeddingMethod
-    model: str
-    include_parameters: bool
-    tool_ids: list[str]
-    tools: list[ToolRef]
-    matrix: list[list[float]]
-    suggested_threshold: float
-    generated_at: datetime
-
-
-class OverlapResult(msgspec.Struct):
-    method: EmbeddingMethod
-    model: str
-    tool_ids: list[str]
-    tools: list[ToolRef]
-    matrix: list[list[float]]
-    dimensions: dict[str, float]
-    threshold: float
-    suggested_threshold: float
-    clusters: list[list[str]]
-    generated_at: datetime
-
-
-class RecommendationsResult(msgspec.Struct):
-    method: EmbeddingMethod
-    model: str
-    threshold: float
-    suggested_threshold: float
-    tools: list[ToolRef]
-    tool_pair: list[str]
-    similarity_score: float
-    full_similarity_score: float | None
-    flagged: bool
-    issues: list[DifferentiationIssue]
-    recommendations: list[Any]
-    generated_at: datetime
-
-
 # ------------------------------------------------------------------------------------------ thresholds
 
 
@@ -204,15 +121,6 @@ def threshold_note(method: EmbeddingMethod, model: str, full: bool) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-
-
-def _similarity_tools(tools: Sequence[JobTool]) -> list[SimilarityTool]:
-    return [
-        SimilarityTool(
-            id=t.id, name=t.name, description=t.description, input_schema=t.input_schema, server=t.server
-        )
-        for t in tools
-    ]
 
 
 async def fetch_url_tools(urls: Sequence[JobUrl], timeout: float) -> list[SimilarityTool]:
@@ -347,39 +255,29 @@ async def _analyze(
     analysis = await compute_similarity(
         tools, embedder, threshold=job.threshold, compute_full_similarity=full, max_pairs=job.max_pairs
     )
-    flagged = [
-        FlaggedPair(
-            tool_a_id=p.tool_a_id,
-            tool_b_id=p.tool_b_id,
-            similarity_score=p.similarity_score,
-            full_similarity_score=p.full_similarity_score,
-            method=p.method,
-        )
-        for p in analysis.pairs
-        if p.flagged
-    ]
     grounding = None
+    flagged_pairs: Sequence[SimilarityScore | GroundedPair] = [p for p in analysis.pairs if p.flagged]
     if job.behaviour is not None:
-        counts = confusion_counts(job.behaviour, tools)
-        report = ground_in_behaviour(analysis.pairs, tools, counts)
-        flagged = [
-            FlaggedPair(
-                tool_a_id=g.tool_a_id,
-                tool_b_id=g.tool_b_id,
-                similarity_score=g.similarity_score,
-                full_similarity_score=g.full_similarity_score,
-                method=analysis.method,
-                observed_confusions=g.observed_confusions,
-                confusions=g.confusions,
-            )
-            for g in report.flagged_pairs
-        ]
+        report = ground_in_behaviour(analysis.pairs, tools, confusion_counts(job.behaviour, tools))
+        flagged_pairs = report.flagged_pairs
         grounding = Grounding(
             runs_considered=job.behaviour.runs_considered,
             confusions_total=sum(c.count for c in job.behaviour.confusions),
             missed_confusions=report.missed_confusions,
             unresolved_confusions=report.unresolved_confusions,
         )
+    flagged = [
+        FlaggedPair(
+            tool_a_id=p.tool_a_id,
+            tool_b_id=p.tool_b_id,
+            similarity_score=p.similarity_score,
+            full_similarity_score=p.full_similarity_score,
+            method=analysis.method,
+            observed_confusions=p.observed_confusions if isinstance(p, GroundedPair) else None,
+            confusions=p.confusions if isinstance(p, GroundedPair) else None,
+        )
+        for p in flagged_pairs
+    ]
     recommendations = (
         await build_recommendations(
             tools, analysis.pairs, rewrite=rewrite, max_pairs=MAX_RECOMMENDATION_PAIRS
@@ -432,7 +330,7 @@ async def _recommend(
         full_similarity_score=pair.full_similarity_score,
         flagged=pair.flagged,
         issues=rec.issues,
-        recommendations=list(rec.recommendations),
+        recommendations=rec.recommendations,
         generated_at=datetime.now(UTC),
     )
 
@@ -511,7 +409,7 @@ async def execute(ctx: WorkerContext, request: SimilarityRequest, api_key: str |
         tools = await fetch_url_tools(job.urls, ctx.settings.mcp_timeout_seconds)
         field = "url_list"
     else:
-        tools = _similarity_tools(job.tools)
+        tools = list(job.tools)
         field = "tool_list"
     _check_count(job, request.operation, tools, field)
     deadline = request.deadline or time.time() + ctx.settings.similarity_timeout_seconds
