@@ -209,7 +209,13 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             loop.add_signal_handler(sig, stop.set)
     worker_id = f"{socket.gethostname()}-{os.getpid()}"
     async with AsyncExitStack() as stack:
-        engine = make_engine(settings.database_url, settings.db_pool_size)
+        # Up to one connection per run in flight: a run must never wait for a connection.
+        engine = make_engine(
+            settings.database_url,
+            settings.db_pool_size,
+            max_overflow=settings.worker_concurrency,
+            pre_ping=False,
+        )
         stack.push_async_callback(engine.dispose)
         nc = await connect(settings.nats_url, name=f"mcpeval-worker-{worker_id}")
         stack.push_async_callback(nc.drain)

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 import msgspec
 from nats.aio.client import Client as NatsClient
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from shared.crypto import EnvelopeError, open_sealed
@@ -63,6 +63,10 @@ ACK = Outcome("ack")
 DROP = Outcome("drop")  # a zombie's message: another delivery owns the run now
 
 
+class _FenceLostError(Exception):
+    """Another delivery owns the run now: roll this one's writes back."""
+
+
 class RunFailedError(Exception):
     def __init__(self, message: str, transient: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -79,28 +83,33 @@ class _Loaded:
 
 
 async def _claim(ctx: WorkerContext, run_id: uuid.UUID, delivery: int) -> _Loaded | Outcome:
+    """Stamp the run with this delivery (the fence) and load what the run needs, in one round trip each."""
     async with ctx.sessionmaker() as session:
-        claimed = await session.execute(
+        run = await session.scalar(
             update(TestRun)
             .where(
                 TestRun.id == run_id, TestRun.status.in_(("pending", "running")), TestRun.attempt < delivery
             )
             .values(status="running", attempt=delivery, started_at=func.now(), worker_id=ctx.worker_id)
-            .returning(TestRun.id)
+            .returning(TestRun)
         )
-        if claimed.first() is None:
+        if run is None:
             await session.rollback()
-            run = await session.get(TestRun, run_id)
-            if run is None or run.status in ("completed", "failed"):
+            status = await session.scalar(select(TestRun.status).where(TestRun.id == run_id))
+            if status is None or status in ("completed", "failed"):
                 return ACK  # deleted, or a duplicate delivery of finished work
             return DROP
         await session.commit()
-        run = await session.get(TestRun, run_id)
-        assert run is not None
-        case = await session.get(TestCase, run.test_case_id)
-        settings = await session.get(ModelSettings, run.model_settings_id) if run.model_settings_id else None
-        if case is None or settings is None:
+        found = (
+            await session.execute(
+                select(TestCase, ModelSettings)
+                .join(ModelSettings, ModelSettings.id == run.model_settings_id)
+                .where(TestCase.id == run.test_case_id)
+            )
+        ).first()
+        if found is None:
             return ACK
+        case, settings = found
         return _Loaded(run=run, case=case, settings=settings, servers=list(case.servers))
 
 
@@ -193,65 +202,69 @@ async def _write_result(
 ) -> bool:
     """Snapshot + result + final status in ONE transaction; False when the fence says we lost the run."""
     run_id = loaded.run.id
-    async with ctx.sessionmaker() as session, session.begin():
-        fenced = await session.execute(
-            select(TestRun.id)
-            .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
-            .with_for_update()
+    snapshot: dict[tuple[str, str], uuid.UUID] = {}
+    rows: list[dict[str, Any]] = []
+    for server, tool in ingested:
+        tool_id = uuid.uuid4()
+        snapshot.setdefault((server.name, tool.name), tool_id)
+        rows.append(
+            {
+                "id": tool_id,
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": tool.input_schema,
+                "output_schema": tool.output_schema,
+                "mcp_server_id": server.id,
+                "test_run_id": run_id,
+            }
         )
-        if fenced.first() is None:
-            return False
-        snapshot: dict[tuple[str, str], uuid.UUID] = {}
-        for server, tool in ingested:
-            row = ToolDefinition(
-                id=uuid.uuid4(),
-                name=tool.name,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                output_schema=tool.output_schema,
-                mcp_server_id=server.id,
-                test_run_id=run_id,
+    selected = result.selected
+    selected_id = (
+        snapshot.get((selected.server, selected.tool))
+        if selected is not None and selected.server is not None and selected.tool is not None
+        else None
+    )
+    raw = dict(answer.raw)
+    raw["sample_choices"] = result.sample_choices
+    try:
+        async with ctx.sessionmaker() as session, session.begin():
+            # Core multi-row insert: the snapshot is data, not objects to track.
+            await session.execute(insert(ToolDefinition), rows)
+            # The fence: only the delivery that claimed the run may finish it; otherwise all is rolled back.
+            fenced = await session.execute(
+                update(TestRun)
+                .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
+                .values(
+                    status="completed",
+                    llm_response_raw=raw,
+                    selected_tool_id=selected_id,
+                    extracted_parameters=selected.arguments if selected is not None else None,
+                    confidence_score=result.confidence_score,
+                    classification=result.classification,
+                    execution_time_ms=max(1, elapsed_ms),
+                    error_message=None,
+                    completed_at=datetime.now(UTC),
+                )
+                .returning(TestRun.id)
             )
-            session.add(row)
-            snapshot.setdefault((server.name, tool.name), row.id)
-        await session.flush()
-        selected = result.selected
-        selected_id = (
-            snapshot.get((selected.server, selected.tool))
-            if selected is not None and selected.server is not None and selected.tool is not None
-            else None
-        )
-        raw = dict(answer.raw)
-        raw["sample_choices"] = result.sample_choices
-        await session.execute(
-            update(TestRun)
-            .where(TestRun.id == run_id)
-            .values(
-                status="completed",
-                llm_response_raw=raw,
-                selected_tool_id=selected_id,
-                extracted_parameters=selected.arguments if selected is not None else None,
-                confidence_score=result.confidence_score,
-                classification=result.classification,
-                execution_time_ms=max(1, elapsed_ms),
-                error_message=None,
-                completed_at=datetime.now(UTC),
+            if fenced.first() is None:
+                raise _FenceLostError
+            session.add(
+                EvaluationResult(
+                    test_run_id=run_id,
+                    classification=result.classification,
+                    tool_selection_correct=result.tool_selection_correct,
+                    parameter_completeness=result.parameter_completeness,
+                    parameter_correctness=result.parameter_correctness,
+                    parameter_type_conformance=result.parameter_type_conformance,
+                    hallucinated_parameters=result.hallucinated_parameters,
+                    confidence_category=result.confidence_category,
+                    reasoning=result.reasoning,
+                    recommendations=result.recommendations,
+                )
             )
-        )
-        session.add(
-            EvaluationResult(
-                test_run_id=run_id,
-                classification=result.classification,
-                tool_selection_correct=result.tool_selection_correct,
-                parameter_completeness=result.parameter_completeness,
-                parameter_correctness=result.parameter_correctness,
-                parameter_type_conformance=result.parameter_type_conformance,
-                hallucinated_parameters=result.hallucinated_parameters,
-                confidence_category=result.confidence_category,
-                reasoning=result.reasoning,
-                recommendations=result.recommendations,
-            )
-        )
+    except _FenceLostError:
+        return False
     return True
 
 
