@@ -348,16 +348,6 @@ async def _from_urls(services: Services, entries: list[str | UrlIn]) -> list[Job
 # ------------------------------------------------------------------------------------------- grounding
 
 
-def batch_condition(batch_id: uuid.UUID) -> ColumnElement[bool]:
-    """Hook for `test_run_filter.batch_id`: runs of that batch. Uses `test_runs.batch_id` when the schema
-    has it; until then a batch filter is refused with 422 rather than silently ignored."""
-    column = getattr(TestRun, "batch_id", None)
-    if column is None:
-        raise InvalidInputError("test_run_filter.batch_id", "filtering by batch is not available yet")
-    condition: ColumnElement[bool] = column == batch_id
-    return condition
-
-
 async def observed_confusions(session: AsyncSession, run_filter: TestRunFilter) -> Behaviour:
     """Completed runs matching the filter whose selected (server, tool) differs from the expected one,
     counted per (expected, selected) pair; plus how many completed runs the filter matched."""
@@ -369,7 +359,7 @@ async def observed_confusions(session: AsyncSession, run_filter: TestRunFilter) 
     if run_filter.to_date is not None:
         conditions.append(TestRun.created_at <= run_filter.to_date)
     if run_filter.batch_id is not None:
-        conditions.append(batch_condition(run_filter.batch_id))
+        conditions.append(TestRun.batch_id == run_filter.batch_id)
     considered = await session.scalar(select(func.count()).select_from(TestRun).where(*conditions))
     count = func.count().label("count")
     rows = await session.execute(

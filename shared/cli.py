@@ -20,7 +20,7 @@ from shared.settings import ENV_PREFIX, ConfigError, Settings, load_settings
 
 log = logging.getLogger("mcpeval")
 
-STOP_GRACE_SECONDS = 20.0
+STOP_GRACE_SECONDS = 30.0  # more than a worker's drain grace, so `up` never kills a draining worker
 
 
 def configure_logging(level: str) -> None:
@@ -184,6 +184,7 @@ def cmd_api(settings: Settings, _args: argparse.Namespace) -> int:
         port=settings.api_port,
         log_level=settings.log_level.lower(),
         access_log=False,
+        timeout_keep_alive=30,  # longer than common client idle expiry: no race on a reused connection
         timeout_graceful_shutdown=int(STOP_GRACE_SECONDS) - 5,
     )
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import time
 
 import msgspec
@@ -17,6 +18,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _NONCE_BYTES = 12
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 _VERSION = b"v1"
 
 
@@ -36,8 +38,11 @@ def generate_service_key() -> str:
 
 def load_service_key(encoded: str) -> bytes:
     """Decode and check a service key (32 bytes, urlsafe or standard base64)."""
+    text = encoded.strip()
+    if not _BASE64.fullmatch(text):
+        raise EnvelopeError("MCPEVAL_SECRET_KEY is not valid base64")
     try:
-        raw = base64.urlsafe_b64decode(encoded.strip() + "=" * (-len(encoded.strip()) % 4))
+        raw = base64.urlsafe_b64decode(text.replace("+", "-").replace("/", "_") + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise EnvelopeError("MCPEVAL_SECRET_KEY is not valid base64") from None
     if len(raw) != 32:

@@ -45,7 +45,7 @@ from worker_service.similarity_service import SimilarityHandler
 log = logging.getLogger("mcpeval.worker")
 
 CHECK_CONCURRENCY = 8
-DRAIN_GRACE_SECONDS = 25.0
+DRAIN_GRACE_SECONDS = 20.0  # under `mcpeval up`'s 30 s and compose's stop_grace_period
 
 
 async def _heartbeat(msg: Msg, every: float) -> None:

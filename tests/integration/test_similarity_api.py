@@ -492,7 +492,7 @@ async def test_grounding_in_observed_confusions(
     assert response.status_code == 200, response.text
     assert response.json()["grounding"]["runs_considered"] == 0
 
-    # A batch the runs do not belong to grounds nothing either (test_runs.batch_id via batch_condition).
+    # A batch the runs do not belong to grounds nothing either (filtered on test_runs.batch_id).
     response = await api.post(
         "/similarity/analyze",
         json={

@@ -16,6 +16,9 @@ from shared.embedded import free_port, wait_for_port
 from shared.settings import Settings
 from worker_service.main import run_worker
 
+# Longer than a client's idle expiry (httpx: 5 s), so the server never closes a connection a client reuses.
+KEEP_ALIVE_SECONDS = 30
+
 
 @contextlib.contextmanager
 def loop_thread(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]], name: str) -> Iterator[None]:
