@@ -229,8 +229,9 @@ async def ask_openai_compatible(
             {"role": "user", "content": query},
         ],
         "temperature": temperature,
-        "tools": openai_tools(offer),
-        "tool_choice": "auto",
+        # Already plain JSON: passed as extra_body, the SDK sends it as-is instead of re-walking every
+        # schema of every tool per request (milliseconds of CPU per run with large catalogs).
+        "extra_body": {"tools": openai_tools(offer), "tool_choice": "auto"},
     }
 
     async def one(n: int) -> Any:

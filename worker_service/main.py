@@ -231,6 +231,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         stack.push_async_callback(http.aclose)
         ctx = WorkerContext(
             settings=settings,
+            engine=engine,
             sessionmaker=make_sessionmaker(engine),
             nats=nc,
             service_key=load_service_key(settings.secret_key),

@@ -13,16 +13,24 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import msgspec
 from nats.aio.client import Client as NatsClient
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from shared.crypto import EnvelopeError, open_sealed
-from shared.db.tables import EvaluationResult, McpServer, ModelSettings, TestCase, TestRun, ToolDefinition
+from shared.db.tables import (
+    EvaluationResult,
+    McpServer,
+    ModelSettings,
+    TestCase,
+    TestCaseMcpServer,
+    TestRun,
+    ToolDefinition,
+)
 from shared.messages import RunFinished, RunRequest
 from shared.messaging import run_finished_subject
 from shared.providers import BASELINE
@@ -44,12 +52,23 @@ log = logging.getLogger("mcpeval.worker")
 @dataclass
 class WorkerContext:
     settings: Settings
+    engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     nats: NatsClient
     service_key: bytes
     http: httpx2.AsyncClient
     worker_id: str
     tools: ToolLister
+
+
+# Core tables: a run's statements are plain SQL, without the ORM's per-statement bookkeeping.
+RUNS = cast(Table, TestRun.__table__)
+CASES = cast(Table, TestCase.__table__)
+SETTINGS = cast(Table, ModelSettings.__table__)
+SERVERS = cast(Table, McpServer.__table__)
+CASE_SERVERS = cast(Table, TestCaseMcpServer.__table__)
+TOOLS = cast(Table, ToolDefinition.__table__)
+RESULTS = cast(Table, EvaluationResult.__table__)
 
 
 class Outcome(msgspec.Struct):
@@ -74,61 +93,105 @@ class RunFailedError(Exception):
         self.retry_after = retry_after
 
 
-@dataclass
-class _Loaded:
-    run: TestRun
-    case: TestCase
-    settings: ModelSettings
-    servers: list[McpServer]
+class ServerRef(msgspec.Struct, frozen=True):
+    id: uuid.UUID
+    name: str
+    url: str
+    transport: str
+
+
+class RunSettings(msgspec.Struct, frozen=True):
+    provider: str
+    model: str
+    timeout: int
+    temperature: float
+    max_retries: int
+    base_url: str | None
+    system_prompt: str | None
+    samples: int
+    explain: bool
+
+
+class _Loaded(msgspec.Struct):
+    run_id: uuid.UUID
+    query: str
+    expected: Expected
+    settings: RunSettings
+    servers: list[ServerRef]
 
 
 async def _claim(ctx: WorkerContext, run_id: uuid.UUID, delivery: int) -> _Loaded | Outcome:
-    """Stamp the run with this delivery (the fence) and load what the run needs, in one round trip each."""
-    async with ctx.sessionmaker() as session:
-        run = await session.scalar(
-            update(TestRun)
-            .where(
-                TestRun.id == run_id, TestRun.status.in_(("pending", "running")), TestRun.attempt < delivery
+    """Stamp the run with this delivery (the fence), then load what the run needs."""
+    async with ctx.engine.begin() as conn:
+        claimed = (
+            await conn.execute(
+                update(RUNS)
+                .where(
+                    RUNS.c.id == run_id, RUNS.c.status.in_(("pending", "running")), RUNS.c.attempt < delivery
+                )
+                .values(status="running", attempt=delivery, started_at=func.now(), worker_id=ctx.worker_id)
+                .returning(RUNS.c.test_case_id, RUNS.c.model_settings_id)
             )
-            .values(status="running", attempt=delivery, started_at=func.now(), worker_id=ctx.worker_id)
-            .returning(TestRun)
-        )
-        if run is None:
-            await session.rollback()
-            status = await session.scalar(select(TestRun.status).where(TestRun.id == run_id))
+        ).first()
+        if claimed is None:
+            status = await conn.scalar(select(RUNS.c.status).where(RUNS.c.id == run_id))
             if status is None or status in ("completed", "failed"):
                 return ACK  # deleted, or a duplicate delivery of finished work
             return DROP
-        await session.commit()
+    async with ctx.engine.connect() as conn:
         found = (
-            await session.execute(
-                select(TestCase, ModelSettings)
-                .join(ModelSettings, ModelSettings.id == run.model_settings_id)
-                .where(TestCase.id == run.test_case_id)
+            await conn.execute(
+                select(
+                    CASES.c.query,
+                    CASES.c.expected_mcp_server_name,
+                    CASES.c.expected_tool_name,
+                    CASES.c.expected_parameters,
+                    *(SETTINGS.c[name] for name in RunSettings.__struct_fields__),
+                )
+                .select_from(CASES.join(SETTINGS, SETTINGS.c.id == claimed.model_settings_id))
+                .where(CASES.c.id == claimed.test_case_id)
             )
         ).first()
-        if found is None:
-            return ACK
-        case, settings = found
-        return _Loaded(run=run, case=case, settings=settings, servers=list(case.servers))
+        servers = (
+            await conn.execute(
+                select(SERVERS.c.id, SERVERS.c.name, SERVERS.c.url, SERVERS.c.transport)
+                .join(CASE_SERVERS, CASE_SERVERS.c.mcp_server_id == SERVERS.c.id)
+                .where(CASE_SERVERS.c.test_case_id == claimed.test_case_id)
+                .order_by(SERVERS.c.name)
+            )
+        ).all()
+    if found is None:
+        return ACK
+    row = found._mapping
+    return _Loaded(
+        run_id=run_id,
+        query=row["query"],
+        expected=Expected(
+            server=row["expected_mcp_server_name"],
+            tool=row["expected_tool_name"],
+            parameters=row["expected_parameters"],
+        ),
+        settings=RunSettings(**{name: row[name] for name in RunSettings.__struct_fields__}),
+        servers=[ServerRef(id=r.id, name=r.name, url=r.url, transport=r.transport) for r in servers],
+    )
 
 
 async def _finish_failed(
     ctx: WorkerContext, run_id: uuid.UUID, delivery: int, message: str, status: str = "failed"
 ) -> bool:
     """Record a failure (or, with status pending, a failed attempt that will be retried); fenced."""
-    async with ctx.sessionmaker() as session:
-        values: dict[str, Any] = {"status": status, "error_message": message[:2000]}
-        if status == "failed":
-            values["completed_at"] = func.now()
-        result = await session.execute(
-            update(TestRun)
-            .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
-            .values(**values)
-            .returning(TestRun.id)
-        )
-        written = result.first() is not None
-        await session.commit()
+    values: dict[str, Any] = {"status": status, "error_message": message[:2000]}
+    if status == "failed":
+        values["completed_at"] = func.now()
+    async with ctx.engine.begin() as conn:
+        written = (
+            await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id == run_id, RUNS.c.attempt == delivery, RUNS.c.status == "running")
+                .values(**values)
+                .returning(RUNS.c.id)
+            )
+        ).first() is not None
     if written and status == "failed":
         await _announce(ctx, run_id, "failed")
     return written
@@ -144,8 +207,8 @@ async def _announce(ctx: WorkerContext, run_id: uuid.UUID, status: str) -> None:
         log.warning("could not publish completion of run %s", run_id)
 
 
-async def _ingest(ctx: WorkerContext, servers: list[McpServer]) -> list[tuple[McpServer, IngestedTool]]:
-    async def one(server: McpServer) -> list[tuple[McpServer, IngestedTool]]:
+async def _ingest(ctx: WorkerContext, servers: list[ServerRef]) -> list[tuple[ServerRef, IngestedTool]]:
+    async def one(server: ServerRef) -> list[tuple[ServerRef, IngestedTool]]:
         try:
             tools = await ctx.tools.list(server.url, server.transport)
         except IngestError as exc:
@@ -171,7 +234,7 @@ async def _ask(
     offer = make_offer(specs)
     settings = loaded.settings
     if settings.provider == BASELINE:
-        return ask_baseline(loaded.case.query, offer)
+        return ask_baseline(loaded.query, offer)
     try:
         return await ask_openai_compatible(
             ctx.http,
@@ -183,7 +246,7 @@ async def _ask(
             temperature=settings.temperature,
             max_retries=settings.max_retries,
             system_prompt=settings.system_prompt,
-            query=loaded.case.query,
+            query=loaded.query,
             offer=offer,
             samples=settings.samples,
         )
@@ -195,13 +258,13 @@ async def _write_result(
     ctx: WorkerContext,
     loaded: _Loaded,
     delivery: int,
-    ingested: list[tuple[McpServer, IngestedTool]],
+    ingested: list[tuple[ServerRef, IngestedTool]],
     answer: ModelAnswer,
     result: Score,
     elapsed_ms: int,
 ) -> bool:
     """Snapshot + result + final status in ONE transaction; False when the fence says we lost the run."""
-    run_id = loaded.run.id
+    run_id = loaded.run_id
     snapshot: dict[tuple[str, str], uuid.UUID] = {}
     rows: list[dict[str, Any]] = []
     for server, tool in ingested:
@@ -227,13 +290,13 @@ async def _write_result(
     raw = dict(answer.raw)
     raw["sample_choices"] = result.sample_choices
     try:
-        async with ctx.sessionmaker() as session, session.begin():
-            # Core multi-row insert: the snapshot is data, not objects to track.
-            await session.execute(insert(ToolDefinition), rows)
+        async with ctx.engine.begin() as conn:
+            # One multi-row insert: the snapshot is data, not objects to track.
+            await conn.execute(insert(TOOLS), rows)
             # The fence: only the delivery that claimed the run may finish it; otherwise all is rolled back.
-            fenced = await session.execute(
-                update(TestRun)
-                .where(TestRun.id == run_id, TestRun.attempt == delivery, TestRun.status == "running")
+            fenced = await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id == run_id, RUNS.c.attempt == delivery, RUNS.c.status == "running")
                 .values(
                     status="completed",
                     llm_response_raw=raw,
@@ -245,12 +308,13 @@ async def _write_result(
                     error_message=None,
                     completed_at=datetime.now(UTC),
                 )
-                .returning(TestRun.id)
+                .returning(RUNS.c.id)
             )
             if fenced.first() is None:
                 raise _FenceLostError
-            session.add(
-                EvaluationResult(
+            await conn.execute(
+                insert(RESULTS).values(
+                    id=uuid.uuid4(),
                     test_run_id=run_id,
                     classification=result.classification,
                     tool_selection_correct=result.tool_selection_correct,
@@ -269,7 +333,7 @@ async def _write_result(
 
 
 async def _with_explanation(
-    ctx: WorkerContext, settings: ModelSettings, api_key: str | None, result: Score
+    ctx: WorkerContext, settings: RunSettings, api_key: str | None, result: Score
 ) -> Score:
     """`explain: true`: append the same model's prose version of the reasoning, marked as model-written."""
     prose = await explain_reasoning(
@@ -321,12 +385,7 @@ async def execute_run(ctx: WorkerContext, request: RunRequest, delivery: int) ->
             for s, t in ingested
         ]
         answer = await _ask(ctx, claimed, specs, api_key)
-        expected = Expected(
-            server=claimed.case.expected_mcp_server_name,
-            tool=claimed.case.expected_tool_name,
-            parameters=claimed.case.expected_parameters,
-        )
-        result = score(expected, specs, answer.samples, Thresholds(ctx.settings.confidence_threshold))
+        result = score(claimed.expected, specs, answer.samples, Thresholds(ctx.settings.confidence_threshold))
         if claimed.settings.explain and claimed.settings.provider != BASELINE:
             result = await _with_explanation(ctx, claimed.settings, api_key, result)
         elapsed_ms = round((time.perf_counter() - started) * 1000)
