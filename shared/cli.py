@@ -105,6 +105,7 @@ def running_services(settings: Settings, workers: int) -> Iterator[tuple[str, Ch
     """Stack + migrations + API + workers; yields (api_url, the child processes); stops everything on exit."""
     from shared.db.migrate import upgrade
 
+    _require_free_port(settings.api_host, settings.api_port)  # before starting anything heavy
     secret = ensure_secret_key(settings)
     with stack_urls(settings) as (database_url, nats_url):
         upgrade(database_url)
@@ -115,9 +116,9 @@ def running_services(settings: Settings, workers: int) -> Iterator[tuple[str, Ch
                 f"{ENV_PREFIX}NATS_URL": nats_url,
                 f"{ENV_PREFIX}SECRET_KEY": secret,
                 f"{ENV_PREFIX}DATA_DIR": str(settings.data_path),
+                f"{ENV_PREFIX}LOG_LEVEL": settings.log_level,
             }
         )
-        _require_free_port(settings.api_host, settings.api_port)
         children = Children()
         try:
             api = children.start("api", ["api"], env)
@@ -213,7 +214,14 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    import msgspec
+
     from shared.demo.run import run_demo
+
+    if not os.environ.get(f"{ENV_PREFIX}LOG_LEVEL"):
+        # The demo's output is its report: service chatter only when asked for (MCPEVAL_LOG_LEVEL=INFO).
+        settings = msgspec.structs.replace(settings, log_level="WARNING")
+        logging.getLogger().setLevel(logging.WARNING)
 
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

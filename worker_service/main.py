@@ -17,11 +17,12 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from sqlalchemy import func, or_, update
+from sqlalchemy import func, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from shared.crypto import load_service_key
 from shared.db.engine import make_engine, make_sessionmaker
-from shared.db.tables import TestRun
+from shared.db.tables import ModelSettings, TestRun
 from shared.messages import CheckRequest, RunRequest
 from shared.messaging import (
     CHECKS_DURABLE,
@@ -161,37 +162,53 @@ async def sweep(ctx: WorkerContext, stop: asyncio.Event) -> None:
         if stop.is_set():
             return
         try:
-            await sweep_once(ctx)
+            await sweep_once(ctx.sessionmaker, settings)
         except Exception as exc:
             log.warning("sweep failed (%s)", type(exc).__name__)
 
 
-async def sweep_once(ctx: WorkerContext) -> int:
-    settings = ctx.settings
+SWEPT_REASON = "no worker finished this run in time (message expired or its last delivery was lost)"
+
+
+async def sweep_once(sessionmaker: async_sessionmaker[AsyncSession], settings: Settings) -> int:
+    """Fail every run that can no longer finish; returns how many.
+
+    Two cases: the run outlived the stream's max_age (its message is gone), or it is `running` on its
+    final delivery for longer than that attempt could possibly take — the model's timeout for every SDK
+    retry and sample round, the MCP timeouts, plus twice ack_wait — so its worker died and no
+    redelivery will come. A slow but live final attempt is never swept."""
     expired = func.now() - func.make_interval(0, 0, 0, 0, 0, 0, settings.run_deadline_seconds)
-    # The final delivery's owner died: no redelivery will come after ack_wait has passed twice.
-    lost_final = func.now() - func.make_interval(0, 0, 0, 0, 0, 0, settings.ack_wait_seconds * 2)
-    async with ctx.sessionmaker() as session:
-        result = await session.execute(
+    attempt_bound = (
+        ModelSettings.timeout * (ModelSettings.max_retries + 1) * 2
+        + settings.mcp_timeout_seconds * 3
+        + settings.ack_wait_seconds * 2
+    )
+    lost_final = func.now() - func.make_interval(0, 0, 0, 0, 0, 0, attempt_bound)
+    failed = {
+        "status": "failed",
+        "completed_at": func.now(),
+        "error_message": func.coalesce(TestRun.error_message + "; ", "") + SWEPT_REASON,
+    }
+    async with sessionmaker() as session:
+        expired_ids = await session.scalars(
             update(TestRun)
-            .where(
-                TestRun.status.in_(("pending", "running")),
-                or_(
-                    TestRun.created_at < expired,
-                    (TestRun.status == "running")
-                    & (TestRun.attempt >= settings.max_deliver)
-                    & (TestRun.started_at < lost_final),
-                ),
-            )
-            .values(
-                status="failed",
-                completed_at=func.now(),
-                error_message=func.coalesce(TestRun.error_message + "; ", "")
-                + "no worker finished this run in time (message expired or its last delivery was lost)",
-            )
+            .where(TestRun.status.in_(("pending", "running")), TestRun.created_at < expired)
+            .values(**failed)
             .returning(TestRun.id)
         )
-        ids = [row[0] for row in result]
+        ids = list(expired_ids)
+        lost_ids = await session.scalars(
+            update(TestRun)
+            .where(
+                TestRun.model_settings_id == ModelSettings.id,
+                TestRun.status == "running",
+                TestRun.attempt >= settings.max_deliver,
+                TestRun.started_at < lost_final,
+            )
+            .values(**failed)
+            .returning(TestRun.id)
+        )
+        ids += list(lost_ids)
         await session.commit()
     if ids:
         log.warning("swept %d run(s) that could no longer finish", len(ids))
