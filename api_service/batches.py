@@ -32,13 +32,12 @@ from api_service.common import (
     SessionDep,
     paginate,
 )
-from api_service.errors import InvalidInputError, NotFoundError, ServiceUnavailableError
-from api_service.metrics import MetricsSummary, RunFilter, load_records, summary_of
+from api_service.errors import InvalidInputError, ServiceUnavailableError
+from api_service.metrics import MetricsSummary, RunFilter, load_records, require_batch, summary_of
 from api_service.test_runs import API_KEY_HEADER, ModelConfig, check_model_config
 from shared.crypto import seal
 from shared.db.tables import ModelSettings, TestBatch, TestCase, TestRun
 from shared.messaging import PublishError, publish_run
-from shared.providers import BASELINE
 
 log = logging.getLogger("mcpeval.api")
 
@@ -160,13 +159,6 @@ async def _batch_out(
     )
 
 
-async def _get_batch(session: AsyncSession, batch_id: uuid.UUID) -> TestBatch:
-    batch = await session.get(TestBatch, batch_id)
-    if batch is None:
-        raise NotFoundError(f"no test batch with id {batch_id}")
-    return batch
-
-
 class BatchController(Controller):
     path = "/test-runs/batch"
     tags = ["test-runs"]
@@ -208,20 +200,7 @@ class BatchController(Controller):
             run_count=total,
         )
         session.add(batch)
-        settings_rows = [
-            ModelSettings(
-                provider=c.provider,
-                model=c.model,
-                timeout=c.timeout,
-                temperature=c.temperature,
-                max_retries=c.max_retries,
-                base_url=c.base_url,
-                system_prompt=c.system_prompt,
-                samples=1 if c.provider == BASELINE else c.samples,
-                explain=c.explain,
-            )
-            for c in data.model_configs
-        ]
+        settings_rows = [c.to_row() for c in data.model_configs]
         session.add_all(settings_rows)
         await session.flush()
         # Repeat-major order: every model makes progress on every case from the start.
@@ -299,7 +278,7 @@ class BatchController(Controller):
     async def get_one(
         self, batch_id: FromPath[uuid.UUID], session: SessionDep, services: ServicesDep
     ) -> BatchOut:
-        return await _batch_out(session, services, await _get_batch(session, batch_id))
+        return await _batch_out(session, services, await require_batch(session, batch_id))
 
     @get("/{batch_id:uuid}/failures", summary="The runs of a batch that did not pass, with their reasoning")
     async def failures(
@@ -308,5 +287,5 @@ class BatchController(Controller):
         session: SessionDep,
         limit: Annotated[int, QueryParameter(ge=1, le=10_000)] = 500,
     ) -> list[FailureOut]:
-        await _get_batch(session, batch_id)
+        await require_batch(session, batch_id)
         return failures(await load_records(session, RunFilter(batch_id=batch_id)), limit)

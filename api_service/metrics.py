@@ -247,10 +247,12 @@ def summary_of(
     return out
 
 
-async def require_batch(session: AsyncSession, batch_id: uuid.UUID, field: str = "batch_id") -> TestBatch:
+async def require_batch(session: AsyncSession, batch_id: uuid.UUID, field: str | None = None) -> TestBatch:
+    """The batch, or 404 (naming the query parameter when the id came from one)."""
     batch = await session.get(TestBatch, batch_id)
     if batch is None:
-        raise NotFoundError(f"{field}: no test batch with id {batch_id}")
+        prefix = f"{field}: " if field else ""
+        raise NotFoundError(f"{prefix}no test batch with id {batch_id}")
     return batch
 
 
@@ -312,7 +314,7 @@ class MetricsController(Controller):
         baseline: Annotated[str | None, QueryParameter(max_length=100)] = None,
         other_batch_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
     ) -> CompareOut:
-        await require_batch(session, batch_id)
+        await require_batch(session, batch_id, "batch_id")
         records = await load_records(session, RunFilter(batch_id=batch_id))
         if baseline is not None and baseline not in {r.model for r in records}:
             raise InvalidInputError("baseline", f"no finished run of model {baseline!r} in this batch")

@@ -48,6 +48,21 @@ class ModelConfig(msgspec.Struct, forbid_unknown_fields=True):
     samples: Annotated[int, msgspec.Meta(ge=1, le=20)] = 3
     explain: bool = False
 
+    def to_row(self) -> ModelSettings:
+        """The audit-trail row for these settings (the key is never part of them)."""
+        return ModelSettings(
+            provider=self.provider,
+            model=self.model,
+            timeout=self.timeout,
+            temperature=self.temperature,
+            max_retries=self.max_retries,
+            base_url=self.base_url,
+            system_prompt=self.system_prompt,
+            # The baseline is deterministic: more samples could only agree with the first.
+            samples=1 if self.provider == BASELINE else self.samples,
+            explain=self.explain,
+        )
+
 
 class RunBody(msgspec.Struct, forbid_unknown_fields=True):
     model_config: ModelConfig | None = None
@@ -178,18 +193,7 @@ async def queue_run(
     api_key: str | None,
 ) -> TestRun:
     """Insert the run (pending) and publish it; on a publish failure leave no orphan and answer 503."""
-    settings_row = ModelSettings(
-        provider=config.provider,
-        model=config.model,
-        timeout=config.timeout,
-        temperature=config.temperature,
-        max_retries=config.max_retries,
-        base_url=config.base_url,
-        system_prompt=config.system_prompt,
-        # The baseline is deterministic: more samples could only agree with the first.
-        samples=1 if config.provider == BASELINE else config.samples,
-        explain=config.explain,
-    )
+    settings_row = config.to_row()
     session.add(settings_row)
     await session.flush()
     run = TestRun(test_case_id=case_id, model_settings_id=settings_row.id, status="pending")

@@ -3,6 +3,7 @@ as a real server, a worker, demo MCP servers, a scripted LLM."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shared.crypto import generate_service_key
@@ -88,8 +90,17 @@ async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
 
 
 async def truncate_all(engine: AsyncEngine) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(text(f"TRUNCATE {', '.join(TABLES)} CASCADE"))
+    """Empty every table. A worker still finishing a previous test's run can deadlock with TRUNCATE's
+    table locks; PostgreSQL then aborts one side, and if that is us, we simply try again."""
+    for attempt in range(10):
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text(f"TRUNCATE {', '.join(TABLES)} CASCADE"))
+            return
+        except DBAPIError as exc:
+            if "deadlock" not in str(exc) or attempt == 9:
+                raise
+            await asyncio.sleep(0.1 * (attempt + 1))
 
 
 @pytest.fixture

@@ -120,8 +120,10 @@ async def test_transport_alias_streamable_http_is_stored_hyphenated(
 async def test_list_get_patch_delete_server(api: httpx.AsyncClient, clean_db: AsyncEngine) -> None:
     """A server can be listed, read, renamed (status back to inactive) and deleted (then 404)."""
     server = await create_server(api, "aws")
+    # 'failed' is also what a worker's connectivity check of this closed port writes, so a check racing
+    # this test cannot change the state it reads.
     async with clean_db.begin() as conn:
-        await conn.execute(text("UPDATE mcp_servers SET status = 'active' WHERE name = 'aws'"))
+        await conn.execute(text("UPDATE mcp_servers SET status = 'failed' WHERE name = 'aws'"))
 
     listed = await api.get("/mcp-servers")
     got = await api.get(f"/mcp-servers/{server['id']}")
@@ -135,7 +137,7 @@ async def test_list_get_patch_delete_server(api: httpx.AsyncClient, clean_db: As
     assert listed.status_code == 200
     assert [s["id"] for s in listed.json()["items"]] == [server["id"]]
     assert got.status_code == 200
-    assert got.json()["status"] == "active"
+    assert got.json()["status"] == "failed"
     assert patched.status_code == 200, patched.text
     assert (patched.json()["name"], patched.json()["status"]) == ("aws2", "inactive")
     assert (stored.name, stored.url) == ("aws2", "http://127.0.0.1:9/aws2/mcp")
