@@ -168,6 +168,13 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            # This machine has no network: keep Chromium from trying, and from touching a real profile.
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
             f"--screenshot={shot}",
             "--window-size=1400,1800",
             page.as_uri(),
