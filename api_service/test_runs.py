@@ -191,12 +191,15 @@ async def queue_run(
     case_id: FromPath[uuid.UUID],
     config: ModelConfig,
     api_key: str | None,
+    run_id: uuid.UUID | None = None,
 ) -> TestRun:
     """Insert the run (pending) and publish it; on a publish failure leave no orphan and answer 503."""
     settings_row = config.to_row()
     session.add(settings_row)
     await session.flush()
-    run = TestRun(test_case_id=case_id, model_settings_id=settings_row.id, status="pending")
+    run = TestRun(
+        id=run_id or uuid.uuid4(), test_case_id=case_id, model_settings_id=settings_row.id, status="pending"
+    )
     session.add(run)
     await session.commit()
     await session.refresh(run)
@@ -256,19 +259,17 @@ class RunController(Controller):
         api_key: str | None,
         wait: int,
     ) -> Response[TestRunOut]:
-        # Subscribe before publishing so the completion event cannot be missed; the id is only known after
-        # the insert, so listen on the prefix and filter.
+        # The id is chosen here so the completion event's subject can be subscribed to before the run is
+        # published: the event cannot be missed, and this request hears only its own run.
+        run_id = uuid.uuid4()
         finished = asyncio.Event()
-        run_id_box: list[str] = []
 
-        async def on_finished(msg: Any) -> None:
-            if run_id_box and msg.subject == run_finished_subject(run_id_box[0]):
-                finished.set()
+        async def on_finished(_msg: Any) -> None:
+            finished.set()
 
-        sub = await services.nats.subscribe(run_finished_subject("*"), cb=on_finished)
+        sub = await services.nats.subscribe(run_finished_subject(str(run_id)), cb=on_finished)
         try:
-            run = await queue_run(session, services, case_id, config, api_key)
-            run_id_box.append(str(run.id))
+            run = await queue_run(session, services, case_id, config, api_key, run_id=run_id)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(finished.wait(), timeout=wait)
         finally:
