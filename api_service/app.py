@@ -19,6 +19,7 @@ from api_service.errors import exception_handlers
 from api_service.health import HealthController
 from api_service.mcp_servers import McpServerController
 from api_service.metrics import MetricsController
+from api_service.prometheus import PrometheusController
 from api_service.similarity import SimilarityController
 from api_service.test_cases import TestCaseController
 from api_service.test_runs import RunController, TestRunController
@@ -84,6 +85,7 @@ def create_app(settings: Settings) -> Litestar:
             BatchController,
             TestRunController,
             MetricsController,
+            PrometheusController,
             SimilarityController,
         ],
         dependencies={
