@@ -11,10 +11,10 @@ from litestar.params import QueryParameter
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from sqlalchemy import Select, func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from api_service.errors import InvalidInputError
+from api_service.errors import InvalidInputError, NotFoundError
 from shared.settings import Settings
 
 T = TypeVar("T")
@@ -74,6 +74,14 @@ async def paginate(
     total = await session.scalar(select(func.count()).select_from(query.order_by(None).subquery()))
     rows = (await session.scalars(query.limit(limit).offset(offset))).all()
     return list(rows), int(total or 0)
+
+
+async def refreshed(session: AsyncSession, row: Any, what: str) -> None:
+    """Reload a row after commit (triggers and defaults); 404 when a concurrent request deleted it meanwhile."""
+    try:
+        await session.refresh(row)
+    except InvalidRequestError:
+        raise NotFoundError(f"the {what} was deleted by another request") from None
 
 
 def check_json_value(value: Any, field: str, depth: int = 0) -> None:

@@ -15,6 +15,8 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
 
 log = logging.getLogger("mcpeval.api")
 
@@ -150,6 +152,19 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     )
 
 
+def _lost_race(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
+    """A concurrent request deleted or changed what this one was writing: a conflict, not a server fault."""
+    log.info("concurrent change on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    return problem_response(
+        Problem(
+            title="Conflict",
+            status=409,
+            detail="another request changed or deleted this resource at the same time; read it again and retry",
+            instance=request.url.path,
+        )
+    )
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
     # The traceback goes to the log; the client gets no internals.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -168,6 +183,8 @@ exception_handlers: dict[type[Exception] | int, Any] = {
     ValidationException: _validation_error,
     NotFoundException: _http_error,
     HTTPException: _http_error,
+    StaleDataError: _lost_race,
+    IntegrityError: _lost_race,
     Exception: _unexpected,
 }
 

@@ -27,6 +27,7 @@ from api_service.common import (
     constraint_name,
     normalise_transport,
     paginate,
+    refreshed,
 )
 from api_service.errors import ConflictError, InvalidInputError, NotFoundError, ServiceUnavailableError
 from shared.db.tables import McpServer
@@ -130,7 +131,7 @@ async def create_server(
     except IntegrityError as exc:
         await session.rollback()
         raise _conflict(exc, data.name, data.url) from None
-    await session.refresh(row)
+    await refreshed(session, row, "MCP server")
     await request_check(services, row.id)
     return row
 
@@ -184,7 +185,7 @@ class McpServerController(Controller):
         except IntegrityError as exc:
             await session.rollback()
             raise _conflict(exc, str(data.name), str(data.url)) from None
-        await session.refresh(row)
+        await refreshed(session, row, "MCP server")
         await request_check(services, row.id)
         return McpServerOut.of(row)
 

@@ -21,6 +21,7 @@ from api_service.common import (
     SessionDep,
     check_json_value,
     paginate,
+    refreshed,
 )
 from api_service.errors import FieldError, InvalidInputError, NotFoundError
 from shared.db.tables import McpServer, TestCase
@@ -134,7 +135,7 @@ async def create_case(session: AsyncSession, data: JSONBody[TestCaseCreate]) -> 
     )
     session.add(row)
     await session.commit()
-    await session.refresh(row)
+    await refreshed(session, row, "test case")
     return row
 
 
@@ -195,7 +196,7 @@ class TestCaseController(Controller):
         row.expected_tool_name = tool
         row.expected_parameters = parameters
         await session.commit()
-        await session.refresh(row)
+        await refreshed(session, row, "test case")
         return TestCaseOut.of(row)
 
     @delete("/{case_id:uuid}", status_code=204, summary="Delete a test case (cascades to its runs)")

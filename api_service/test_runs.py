@@ -16,7 +16,17 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from api_service.common import LimitParam, OffsetParam, Page, Services, ServicesDep, SessionDep, Url, paginate
+from api_service.common import (
+    LimitParam,
+    OffsetParam,
+    Page,
+    Services,
+    ServicesDep,
+    SessionDep,
+    Url,
+    paginate,
+    refreshed,
+)
 from api_service.errors import ConflictError, InvalidInputError, NotFoundError, ServiceUnavailableError
 from shared.crypto import seal
 from shared.db.tables import EvaluationResult, McpServer, ModelSettings, TestCase, TestRun, ToolDefinition
@@ -202,7 +212,7 @@ async def queue_run(
     )
     session.add(run)
     await session.commit()
-    await session.refresh(run)
+    await refreshed(session, run, "test run")
     sealed = (
         seal(services.service_key, str(run.id), api_key, services.settings.key_ttl_seconds)
         if api_key
@@ -275,7 +285,7 @@ class RunController(Controller):
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-        await session.refresh(run)
+        await refreshed(session, run, "test run")
         out = await load_run_out(session, run)
         return Response(out, status_code=200 if run.status in FINISHED else 202)
 

@@ -20,6 +20,7 @@ from api_service.common import (
     SessionDep,
     check_json_value,
     paginate,
+    refreshed,
 )
 from api_service.errors import InvalidInputError, NotFoundError
 from shared.db.tables import McpServer, TestRun, ToolDefinition
@@ -105,7 +106,7 @@ class ToolController(Controller):
         )
         session.add(row)
         await session.commit()
-        await session.refresh(row)
+        await refreshed(session, row, "tool")
         return ToolOut.of(row)
 
     @delete("/{tool_id:uuid}", status_code=204, summary="Delete a tool snapshot")
