@@ -291,3 +291,39 @@ async def test_confidence_is_measured_from_samples(
     chat = [r for r in llm.requests if r.path.endswith("/chat/completions")]
     assert chat[-1].json is not None
     assert chat[-1].json["n"] == 3
+
+
+async def test_explain_appends_the_models_prose_marked_as_model_written(
+    api: httpx.AsyncClient,
+    worker: None,
+    clean_db: AsyncEngine,
+    bfcl_servers: list[DemoServerHandle],
+    llm: ScriptedLLM,
+) -> None:
+    """explain: true asks the same model to rewrite the reasoning; the prose is appended and labelled."""
+    await register_servers(api, bfcl_servers)
+    case_id = await create_case(
+        api,
+        query="Area of a triangle with base 10 and height 5 [explain]",
+        servers=["geometry", "places"],
+        expected_server="geometry",
+        expected_tool="calculate_triangle_area",
+        expected_parameters=TRIANGLE_EXPECTED,
+    )
+    llm.script(Rule(match="[explain]", answers=[tri(base="10", height=5)]))
+    llm.script(Rule(match="Expected: geometry.calculate_triangle_area", answers=["Send base as a number."]))
+
+    run = await api.post(
+        f"/test-cases/{case_id}/run?wait=30",
+        json={"model_config": openai_config(llm.base_url, explain=True)},
+        headers={"X-Model-API-Key": "sk-test"},
+    )
+    result = (await api.get(f"/test-runs/{run.json()['id']}/result")).json()
+
+    assert result["classification"] == "TP"
+    assert result["reasoning"].startswith("Expected: geometry.calculate_triangle_area")
+    assert "Model-written explanation (scripted-model" in result["reasoning"]
+    assert result["reasoning"].endswith("Send base as a number.")
+    explain_request = [r for r in llm.requests if r.json and "tools" not in r.json][-1]
+    assert explain_request.json is not None
+    assert "Mismatched parameters" in explain_request.json["messages"][-1]["content"]
