@@ -50,10 +50,10 @@ def test_demo_runs_the_sample_suite_offline_and_prints_the_summary(data_dir: Pat
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"Sample suite: {len(DEMO_CASES)} test cases; provider baseline" in done.stdout
+    verdicts = {"TP", "FP", "TN", "FN"}
+    # A table row ends with "<verdict> <ms>".
     rows = [
-        line
-        for line in done.stdout.splitlines()
-        if line.split()[-2:-1] and line.split()[-2] in ("TP", "FP", "TN", "FN")
+        line for line in done.stdout.splitlines() if len(line.split()) > 2 and line.split()[-2] in verdicts
     ]
     assert len(rows) == len(DEMO_CASES)
     assert (
