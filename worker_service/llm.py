@@ -35,10 +35,13 @@ _FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class LlmError(Exception):
     """The model endpoint failed. `transient` says a later retry may succeed."""
 
-    def __init__(self, message: str, transient: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, transient: bool, retry_after: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+        self.status = status
 
 
 class OfferedTool(msgspec.Struct, frozen=True):
@@ -192,7 +195,7 @@ def _classify_error(exc: Exception) -> LlmError:
             )
         if status >= 500:
             return LlmError(f"model endpoint failed ({status})", transient=True, retry_after=retry_after)
-        return LlmError(f"model endpoint rejected the request ({status})", transient=False)
+        return LlmError(f"model endpoint rejected the request ({status})", transient=False, status=status)
     return LlmError(f"model call failed ({type(exc).__name__})", transient=False)
 
 
@@ -242,8 +245,15 @@ async def ask_openai_compatible(
         except openai.OpenAIError as exc:
             raise _classify_error(exc) from None
 
-    responses = [await one(samples)]
-    choices = list(responses[0].choices or [])
+    try:
+        responses = [await one(samples)]
+    except LlmError as exc:
+        if samples == 1 or exc.status != 400:
+            raise
+        # Some OpenAI-compatible providers refuse `n` > 1 outright: draw the samples one by one instead
+        # (a request that is bad for another reason fails again here, and that failure is reported).
+        responses = list(await asyncio.gather(*(one(1) for _ in range(samples))))
+    choices = [choice for response in responses for choice in (response.choices or [])]
     if len(choices) < samples:
         # The provider ignored `n`: draw the missing samples as parallel single requests.
         extra = await asyncio.gather(*(one(1) for _ in range(samples - len(choices))))

@@ -327,3 +327,36 @@ async def test_explain_appends_the_models_prose_marked_as_model_written(
     explain_request = [r for r in llm.requests if r.json and "tools" not in r.json][-1]
     assert explain_request.json is not None
     assert "Mismatched parameters" in explain_request.json["messages"][-1]["content"]
+
+
+async def test_samples_fall_back_to_single_requests_when_n_is_refused(
+    api: httpx.AsyncClient,
+    worker: None,
+    clean_db: AsyncEngine,
+    bfcl_servers: list[DemoServerHandle],
+    llm: ScriptedLLM,
+) -> None:
+    """A provider that answers 400 to n=3 still gets its three samples, as three single requests."""
+    await register_servers(api, bfcl_servers)
+    case_id = await create_case(
+        api,
+        query="Area of a triangle with base 10 and height 5 [no-n]",
+        servers=["geometry", "places"],
+        expected_server="geometry",
+        expected_tool="calculate_triangle_area",
+        expected_parameters=TRIANGLE_EXPECTED,
+    )
+    llm.script(Rule(match="[no-n]", status=400, error_message="n must be 1", times=1))
+    llm.script(Rule(match="[no-n]", answers=[tri(base=10, height=5)]))
+
+    run = await api.post(
+        f"/test-cases/{case_id}/run?wait=30",
+        json={"model_config": openai_config(llm.base_url, samples=3)},
+        headers={"X-Model-API-Key": "sk-test"},
+    )
+    result = (await api.get(f"/test-runs/{run.json()['id']}/result")).json()
+
+    assert run.json()["status"] == "completed", run.text
+    assert result["confidence_score"] == pytest.approx(1.0)
+    chat = [r for r in llm.requests if r.path.endswith("/chat/completions")]
+    assert [r.json.get("n") if r.json else None for r in chat] == [3, None, None, None]
