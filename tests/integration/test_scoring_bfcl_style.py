@@ -192,6 +192,36 @@ def bfcl_servers() -> Iterator[list[DemoServerHandle]]:
         yield handles
 
 
+async def run_triangle_case(
+    api: httpx.AsyncClient,
+    servers: list[DemoServerHandle],
+    llm: ScriptedLLM,
+    marker: str,
+    **config: Any,
+) -> dict[str, Any]:
+    """Register the servers, create the triangle case tagged with `marker`, run it with the scripted LLM
+    (as it is scripted now) and return the result of the completed run (the result answers 200 only then)."""
+    await register_servers(api, servers)
+    case_id = await create_case(
+        api,
+        query=f"Area of a triangle with base 10 and height 5 {marker}",
+        servers=["geometry", "places"],
+        expected_server="geometry",
+        expected_tool="calculate_triangle_area",
+        expected_parameters=TRIANGLE_EXPECTED,
+    )
+    run = await api.post(
+        f"/test-cases/{case_id}/run?wait=30",
+        json={"model_config": openai_config(llm.base_url, **config)},
+        headers={"X-Model-API-Key": "sk-test"},
+    )
+    assert run.status_code == 200, run.text
+    result = await api.get(f"/test-runs/{run.json()['id']}/result")
+    assert result.status_code == 200, result.text
+    body: dict[str, Any] = result.json()
+    return body
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r.key for r in ROWS])
 async def test_verdict_matches_the_readme_rules(
     row: Row,
@@ -268,23 +298,9 @@ async def test_confidence_is_measured_from_samples(
     llm: ScriptedLLM,
 ) -> None:
     """samples: 3 draws three answers (n=3); confidence is the first answer's share and sets the category."""
-    await register_servers(api, bfcl_servers)
-    case_id = await create_case(
-        api,
-        query="Area of a triangle with base 10 and height 5 [confidence]",
-        servers=["geometry", "places"],
-        expected_server="geometry",
-        expected_tool="calculate_triangle_area",
-        expected_parameters=TRIANGLE_EXPECTED,
-    )
     llm.script(Rule(match="[confidence]", answers=answers))
 
-    run = await api.post(
-        f"/test-cases/{case_id}/run?wait=30",
-        json={"model_config": openai_config(llm.base_url, samples=3)},
-        headers={"X-Model-API-Key": "sk-test"},
-    )
-    result = (await api.get(f"/test-runs/{run.json()['id']}/result")).json()
+    result = await run_triangle_case(api, bfcl_servers, llm, "[confidence]", samples=3)
 
     assert result["confidence_score"] == pytest.approx(score, abs=1e-3)
     assert result["confidence_category"] == category
@@ -301,24 +317,10 @@ async def test_explain_appends_the_models_prose_marked_as_model_written(
     llm: ScriptedLLM,
 ) -> None:
     """explain: true asks the same model to rewrite the reasoning; the prose is appended and labelled."""
-    await register_servers(api, bfcl_servers)
-    case_id = await create_case(
-        api,
-        query="Area of a triangle with base 10 and height 5 [explain]",
-        servers=["geometry", "places"],
-        expected_server="geometry",
-        expected_tool="calculate_triangle_area",
-        expected_parameters=TRIANGLE_EXPECTED,
-    )
     llm.script(Rule(match="[explain]", answers=[tri(base="10", height=5)]))
     llm.script(Rule(match="Expected: geometry.calculate_triangle_area", answers=["Send base as a number."]))
 
-    run = await api.post(
-        f"/test-cases/{case_id}/run?wait=30",
-        json={"model_config": openai_config(llm.base_url, explain=True)},
-        headers={"X-Model-API-Key": "sk-test"},
-    )
-    result = (await api.get(f"/test-runs/{run.json()['id']}/result")).json()
+    result = await run_triangle_case(api, bfcl_servers, llm, "[explain]", explain=True)
 
     assert result["classification"] == "TP"
     assert result["reasoning"].startswith("Expected: geometry.calculate_triangle_area")
@@ -337,26 +339,12 @@ async def test_samples_fall_back_to_single_requests_when_n_is_refused(
     llm: ScriptedLLM,
 ) -> None:
     """A provider that answers 400 to n=3 still gets its three samples, as three single requests."""
-    await register_servers(api, bfcl_servers)
-    case_id = await create_case(
-        api,
-        query="Area of a triangle with base 10 and height 5 [no-n]",
-        servers=["geometry", "places"],
-        expected_server="geometry",
-        expected_tool="calculate_triangle_area",
-        expected_parameters=TRIANGLE_EXPECTED,
-    )
     llm.script(Rule(match="[no-n]", status=400, error_message="n must be 1", times=1))
     llm.script(Rule(match="[no-n]", answers=[tri(base=10, height=5)]))
 
-    run = await api.post(
-        f"/test-cases/{case_id}/run?wait=30",
-        json={"model_config": openai_config(llm.base_url, samples=3)},
-        headers={"X-Model-API-Key": "sk-test"},
-    )
-    result = (await api.get(f"/test-runs/{run.json()['id']}/result")).json()
+    result = await run_triangle_case(api, bfcl_servers, llm, "[no-n]", samples=3)
 
-    assert run.json()["status"] == "completed", run.text
+    assert result["run"]["status"] == "completed"
     assert result["confidence_score"] == pytest.approx(1.0)
     chat = [r for r in llm.requests if r.path.endswith("/chat/completions")]
     assert [r.json.get("n") if r.json else None for r in chat] == [3, None, None, None]
