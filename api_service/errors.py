@@ -8,7 +8,7 @@ from http import HTTPStatus
 from typing import Any
 
 import msgspec
-from litestar import MediaType, Request, Response
+from litestar import Request, Response
 from litestar.exceptions import (
     HTTPException,
     NotFoundException,
@@ -194,7 +194,6 @@ __all__ = [
     "ConflictError",
     "FieldError",
     "InvalidInputError",
-    "MediaType",
     "NotFoundError",
     "Problem",
     "ServiceUnavailableError",
